@@ -1,0 +1,61 @@
+"""Message and episode types, spaces, the ``AgentEnv`` base, tools and tool-call parsing, errors."""
+
+from agentgym.core.aio import deadline, run_sync
+from agentgym.core.env import AgentEnv, StepResult
+from agentgym.core.parsing import (
+    MalformedCall,
+    ParsedAction,
+    ParsedCall,
+    get_parser,
+    parse_action,
+    parser_names,
+    register_parser,
+)
+from agentgym.core.spaces import AssistantTurn, Messages, is_valid_message
+from agentgym.core.tools import Tool, ToolCallFailed, tool
+from agentgym.core.types import (
+    Action,
+    Episode,
+    Message,
+    Observation,
+    ToolCall,
+    Turn,
+    as_assistant_message,
+    assistant,
+    system,
+    tool_call,
+    tool_message,
+    user,
+)
+
+__all__ = [
+    "Action",
+    "AgentEnv",
+    "AssistantTurn",
+    "Episode",
+    "MalformedCall",
+    "Message",
+    "Messages",
+    "Observation",
+    "ParsedAction",
+    "ParsedCall",
+    "StepResult",
+    "Tool",
+    "ToolCall",
+    "ToolCallFailed",
+    "Turn",
+    "as_assistant_message",
+    "assistant",
+    "deadline",
+    "get_parser",
+    "is_valid_message",
+    "parse_action",
+    "parser_names",
+    "register_parser",
+    "run_sync",
+    "system",
+    "tool",
+    "tool_call",
+    "tool_message",
+    "user",
+]

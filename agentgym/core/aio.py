@@ -1,0 +1,71 @@
+"""Async written once, adapted to sync once.
+
+``run_sync(coro)`` runs a coroutine to completion from synchronous code. Each thread gets one
+long-lived event loop, so resources an env opened on it (subprocesses, sockets, server sessions)
+stay usable across ``reset``/``step`` calls. When the calling thread already runs a loop (a
+notebook, an async framework), the coroutine runs on a dedicated helper thread's loop instead of
+failing with "event loop is already running".
+
+``deadline(seconds, what)`` is a timeout scope that raises ``DeadlineExceeded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+from agentgym.core.errors import DeadlineExceeded
+
+__all__ = ["deadline", "run_sync"]
+
+T = TypeVar("T")
+
+_local = threading.local()
+_helper_lock = threading.Lock()
+_helper_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop
+
+
+def _helper() -> asyncio.AbstractEventLoop:
+    global _helper_loop
+    with _helper_lock:
+        if _helper_loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="agentgym-sync", daemon=True).start()
+            _helper_loop = loop
+        return _helper_loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion and return its result, from synchronous code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _thread_loop().run_until_complete(coro)
+    return asyncio.run_coroutine_threadsafe(coro, _helper()).result()
+
+
+@contextlib.asynccontextmanager
+async def deadline(seconds: float | None, what: str) -> AsyncIterator[None]:
+    """Raise ``DeadlineExceeded(what, seconds)`` if the body runs longer than ``seconds``."""
+    if seconds is None:
+        yield
+        return
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            yield
+    except TimeoutError as e:
+        if scope.expired():
+            raise DeadlineExceeded(what, seconds) from e
+        raise

@@ -1,0 +1,170 @@
+"""``AgentEnv``: the base of every agentgym env.
+
+Subclasses implement the async ``areset`` and ``astep``; the base gives the synchronous
+``reset``/``step`` Gymnasium expects (see :mod:`agentgym.core.aio`), idempotent ``close``, and the
+tool plumbing every tool-using env needs: parse an action with the env's parser, run the declared
+tools concurrently with a deadline, and answer every call (good or malformed) with a tool message.
+
+A subclass looks like::
+
+    class MyEnv(AgentEnv):
+        async def areset(self, *, seed=None, options=None):
+            await super().areset(seed=seed, options=options)   # seeds self.np_random
+            ...
+            return (user("the task"),), {"tools": self.tool_schemas()}
+
+        async def astep(self, action):
+            parsed = self.parse(action)
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+
+from agentgym.core.aio import deadline, run_sync
+from agentgym.core.errors import ConfigError, DeadlineExceeded, EnvStateError
+from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
+from agentgym.core.spaces import AssistantTurn, Messages
+from agentgym.core.tools import Tool, ToolCallFailed
+from agentgym.core.types import Action, Message, Observation, tool_message
+
+__all__ = ["AgentEnv", "StepResult"]
+
+log = logging.getLogger(__name__)
+
+StepResult = tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]
+
+
+class AgentEnv(gym.Env[Observation, Action]):
+    """A Gymnasium env whose observations are chat messages and whose actions are model turns.
+
+    Args:
+        tool_parser: name of the parser for tool calls written as text (``hermes`` by default;
+            see :mod:`agentgym.core.parsing`).
+        tool_timeout: seconds one tool call may run before it is answered with a timeout error.
+        render_mode: ``"ansi"`` returns the last observation as text; ``"human"`` prints it.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[Tool] = (),
+        tool_parser: str = "hermes",
+        tool_timeout: float | None = 30.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                "render_mode", render_mode, "is not supported by this env",
+                f"use one of {self.metadata['render_modes']} or None",
+            )
+        if tool_timeout is not None and tool_timeout <= 0:
+            raise ConfigError("tool_timeout", tool_timeout, "must be positive", "pass seconds > 0 or None")
+        get_parser(tool_parser)  # fail at construction on an unknown name
+        self.tools: tuple[Tool, ...] = tuple(tools)
+        self.tool_parser = tool_parser
+        self.tool_timeout = tool_timeout
+        self.render_mode = render_mode
+        self.observation_space = Messages()
+        self.action_space = AssistantTurn(tool_names=[t.name for t in self.tools])
+        self._last_observation: Observation = ()
+        self._closed = False
+        self._turn = 0
+
+    # --- the async API subclasses implement -------------------------------------------------
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode. Subclasses call ``await super().areset(seed=seed, options=options)``
+        first: it seeds ``self.np_random`` through Gymnasium's ``Env.reset``."""
+        if self._closed:
+            raise EnvStateError(f"{type(self).__name__} was closed; make a new env to reset")
+        gym.Env.reset(self, seed=seed, options=options)
+        self._turn = 0
+        return (), {}
+
+    async def astep(self, action: Action) -> StepResult:
+        """Apply one model turn; returns ``(new_messages, reward, terminated, truncated, info)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement astep")
+
+    async def aclose(self) -> None:
+        """Release what the env holds (sandboxes, servers). Called at most once."""
+
+    # --- the synchronous Gymnasium API --------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        obs, info = run_sync(self.areset(seed=seed, options=options))
+        self._last_observation = obs
+        return obs, info
+
+    def step(self, action: Action) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]:
+        result = run_sync(self.astep(action))
+        self._last_observation = result[0]
+        return result
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        run_sync(self.aclose())
+
+    def render(self) -> str | None:  # type: ignore[override]
+        text = "\n\n".join(f"[{m['role']}]\n{m.get('content') or ''}" for m in self._last_observation)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    # --- tool plumbing --------------------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Fresh copies of the declared tools' schemas, for ``info["tools"]``."""
+        return [t.schema() for t in self.tools]
+
+    def parse(self, action: Action) -> ParsedAction:
+        """Split ``action`` into text and tool calls; call ids are unique within the episode."""
+        self._turn += 1
+        return parse_action(action, self.tool_parser, id_prefix=f"call_{self._turn}_")
+
+    async def run_tool_calls(self, parsed: ParsedAction) -> tuple[Message, ...]:
+        """Answer every call in ``parsed``: run the well-formed ones concurrently, each under
+        ``tool_timeout``; malformed calls, unknown tools, bad arguments, failures and timeouts
+        all become tool messages. Order follows the calls' order in the action."""
+        by_name = {t.name: t for t in self.tools}
+
+        async def answer(call: ParsedCall) -> Message:
+            return tool_message(await self._run_one(by_name.get(call.name), call), call.id, call.name)
+
+        results = await asyncio.gather(*(answer(c) for c in parsed.calls))
+        errors = [
+            tool_message(f"Error: malformed tool call: {m.error}", m.id, m.name or "invalid")
+            for m in parsed.malformed
+        ]
+        order = {c.id: i for i, c in enumerate([*parsed.calls, *parsed.malformed])}
+        return tuple(sorted([*results, *errors], key=lambda m: order[m["tool_call_id"]]))
+
+    async def _run_one(self, found: Tool | None, call: ParsedCall) -> str:
+        if found is None:
+            names = ", ".join(t.name for t in self.tools) or "none"
+            return f"Error: unknown tool {call.name!r}; available tools: {names}"
+        try:
+            async with deadline(self.tool_timeout, f"tool {call.name}"):
+                return await found.call(call.arguments)
+        except ToolCallFailed as e:
+            return f"Error: {e}"
+        except DeadlineExceeded as e:
+            return f"Error: {e}"
+        except Exception as e:  # a tool bug must not end a training run; it is logged loudly
+            log.exception("tool %s raised on arguments %r", call.name, call.arguments)
+            return f"Error: tool {call.name} failed: {type(e).__name__}: {e}"

@@ -1,0 +1,115 @@
+"""The agentgym error hierarchy.
+
+A programmer's mistake is an exception from this tree; a model's mistake is never an exception
+(it becomes an observation and a reward).
+
+::
+
+    gymnasium.error.Error
+    └── Error                       root of everything agentgym raises
+        ├── ConfigError             a bad argument or config value (also a ValueError)
+        ├── RegistryError           registering or looking up env ids
+        │   └── UnknownEnvError     an id that is not registered ("Did you mean ...?")
+        ├── ToolDefinitionError     a tool whose signature or docstring cannot become a schema
+        ├── UnknownParserError      a tool-call parser name that does not exist
+        ├── EnvCheckError           ``agentgym.utils.check_env`` found contract violations
+        ├── EnvStateError           an env used out of order (step before reset, after close)
+        └── InfraError              something outside the process failed (sandbox, server)
+            └── DeadlineExceeded    an await ran past its deadline
+
+Warnings: ``AgentGymWarning`` and its child ``PluginWarning``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import gymnasium
+
+__all__ = [
+    "AgentGymWarning",
+    "ConfigError",
+    "DeadlineExceeded",
+    "EnvCheckError",
+    "EnvStateError",
+    "Error",
+    "InfraError",
+    "PluginWarning",
+    "RegistryError",
+    "ToolDefinitionError",
+    "UnknownEnvError",
+    "UnknownParserError",
+]
+
+
+class Error(gymnasium.error.Error):
+    """Root of every exception agentgym raises."""
+
+
+class ConfigError(Error, ValueError):
+    """A constructor argument or config value breaks a rule; the message names the fix."""
+
+    def __init__(self, name: str, value: object, rule: str, fix: str) -> None:
+        self.name, self.value, self.rule, self.fix = name, value, rule, fix
+        super().__init__(f"{name}={value!r}: {rule}. Fix: {fix}")
+
+
+class RegistryError(Error):
+    """Registering an env or resolving an env id failed."""
+
+
+class UnknownEnvError(RegistryError, KeyError):
+    """An env id that is not registered."""
+
+    def __init__(self, env_id: str, suggestions: Iterable[str] = ()) -> None:
+        self.env_id = env_id
+        self.suggestions = tuple(suggestions)
+        hint = f" Did you mean {self.suggestions[0]!r}?" if self.suggestions else ""
+        super().__init__(f"No env registered with id {env_id!r}.{hint} `agentgym list` shows all.")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class ToolDefinitionError(Error):
+    """A function cannot be turned into a tool (missing type hint or docstring)."""
+
+
+class UnknownParserError(Error, KeyError):
+    """A tool-call parser name that is not registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class EnvCheckError(Error, AssertionError):
+    """``agentgym.utils.check_env`` found one or more contract violations."""
+
+    def __init__(self, env_name: str, failures: list[str]) -> None:
+        self.failures = failures
+        lines = "\n".join(f"  - {f}" for f in failures)
+        super().__init__(f"{env_name} fails {len(failures)} agentgym env check(s):\n{lines}")
+
+
+class EnvStateError(Error, RuntimeError):
+    """An env was used out of order, e.g. stepped before reset or after close."""
+
+
+class InfraError(Error):
+    """Something outside the process failed; trainers drop such samples (``infra_error``)."""
+
+
+class DeadlineExceeded(InfraError, TimeoutError):
+    """An await on something outside the process ran past its deadline."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        super().__init__(f"{what} did not finish within its {seconds:g} s deadline")
+
+
+class AgentGymWarning(UserWarning):
+    """Base of agentgym's warnings."""
+
+
+class PluginWarning(AgentGymWarning):
+    """An installed ``agentgym.envs`` plugin failed to load; its envs are unavailable."""

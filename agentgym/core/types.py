@@ -1,0 +1,131 @@
+"""Chat messages, tool calls, turns and episodes.
+
+Messages are plain dicts in the OpenAI chat shape so that they pickle, cross process boundaries
+(``AsyncVectorEnv``) and feed any chat template unchanged. ``Turn`` and ``Episode`` are dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, NotRequired, TypedDict
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class Message(TypedDict):
+    role: Role
+    content: str | None
+    tool_calls: NotRequired[list[ToolCall]]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+
+
+MESSAGE_KEYS: frozenset[str] = frozenset(Message.__annotations__)
+
+Observation = tuple[Message, ...]
+"""What ``reset``/``step`` return: only the messages the env adds."""
+
+Action = str | Message
+"""What ``step`` accepts: the model's raw text or an assistant message dict."""
+
+
+def system(content: str) -> Message:
+    return {"role": "system", "content": content}
+
+
+def user(content: str) -> Message:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str | None, tool_calls: list[ToolCall] | None = None) -> Message:
+    message: Message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def tool_message(content: str, tool_call_id: str, name: str) -> Message:
+    return {"role": "tool", "content": content, "tool_call_id": tool_call_id, "name": name}
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def as_assistant_message(action: Action) -> Message:
+    """The assistant message an action stands for (a string becomes its ``content``)."""
+    if isinstance(action, str):
+        return assistant(action)
+    return action
+
+
+@dataclass
+class Turn:
+    """One agent step: what the model did and what the env answered."""
+
+    action: Message
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Episode:
+    """A whole episode: the conversation, the per-turn outcomes, and (when a policy produced it)
+    the flat token sequence a trainer learns from.
+
+    ``token_ids``, ``loss_mask`` and ``logprobs`` are aligned: ``loss_mask[i] == 1`` exactly on
+    tokens the model sampled, and ``logprobs[i]`` is the sampling log-probability of
+    ``token_ids[i]`` there (0.0 elsewhere).
+    """
+
+    env_id: str | None
+    messages: list[Message] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    """Per assistant turn, the ``[start, end)`` slice of ``token_ids`` the model sampled."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    trainable: bool = True
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.turns) and self.turns[-1].terminated
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.turns) and self.turns[-1].truncated
+
+    @property
+    def infra_error(self) -> bool:
+        return any(t.info.get("infra_error", False) for t in self.turns)
