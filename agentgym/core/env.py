@@ -63,11 +63,15 @@ class AgentEnv(gym.Env[Observation, Action]):
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
-                "render_mode", render_mode, "is not supported by this env",
+                "render_mode",
+                render_mode,
+                "is not supported by this env",
                 f"use one of {self.metadata['render_modes']} or None",
             )
         if tool_timeout is not None and tool_timeout <= 0:
-            raise ConfigError("tool_timeout", tool_timeout, "must be positive", "pass seconds > 0 or None")
+            raise ConfigError(
+                "tool_timeout", tool_timeout, "must be positive", "pass seconds > 0 or None"
+            )
         get_parser(tool_parser)  # fail at construction on an unknown name
         self.tools: tuple[Tool, ...] = tuple(tools)
         self.tool_parser = tool_parser
@@ -120,7 +124,9 @@ class AgentEnv(gym.Env[Observation, Action]):
         run_sync(self.aclose())
 
     def render(self) -> str | None:  # type: ignore[override]
-        text = "\n\n".join(f"[{m['role']}]\n{m.get('content') or ''}" for m in self._last_observation)
+        text = "\n\n".join(
+            f"[{m['role']}]\n{m.get('content') or ''}" for m in self._last_observation
+        )
         if self.render_mode == "human":
             print(text)
             return None
@@ -144,7 +150,9 @@ class AgentEnv(gym.Env[Observation, Action]):
         by_name = {t.name: t for t in self.tools}
 
         async def answer(call: ParsedCall) -> Message:
-            return tool_message(await self._run_one(by_name.get(call.name), call), call.id, call.name)
+            return tool_message(
+                await self._run_one(by_name.get(call.name), call), call.id, call.name
+            )
 
         results = await asyncio.gather(*(answer(c) for c in parsed.calls))
         errors = [

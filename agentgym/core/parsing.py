@@ -101,7 +101,9 @@ def get_parser(name: str) -> Parser:
 def _call_from_object(obj: Any, call_id: str, raw: str) -> ParsedCall | MalformedCall:
     """A ``{"name": ..., "arguments": {...}}`` object as a call ("parameters" is accepted too)."""
     if not isinstance(obj, dict):
-        return MalformedCall(call_id, raw, "a tool call must be a JSON object with name and arguments")
+        return MalformedCall(
+            call_id, raw, "a tool call must be a JSON object with name and arguments"
+        )
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return MalformedCall(call_id, raw, 'the tool call has no "name" string')
@@ -129,7 +131,12 @@ def parse_hermes(text: str, id_prefix: str = "call_") -> ParsedAction:
         body, closed = match.group(1).strip(), bool(match.group(2))
         call_id = f"{id_prefix}{k}"
         if not closed:
-            _split(result, MalformedCall(call_id, body, "the <tool_call> block is not closed with </tool_call>"))
+            _split(
+                result,
+                MalformedCall(
+                    call_id, body, "the <tool_call> block is not closed with </tool_call>"
+                ),
+            )
             continue
         try:
             obj = json.loads(body)
@@ -151,7 +158,9 @@ def parse_json(text: str, id_prefix: str = "call_") -> ParsedAction:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
-        return ParsedAction("", malformed=[MalformedCall(f"{id_prefix}0", body, f"not valid JSON: {e}")])
+        return ParsedAction(
+            "", malformed=[MalformedCall(f"{id_prefix}0", body, f"not valid JSON: {e}")]
+        )
     result = ParsedAction(content=text.replace(body, "").strip() if fenced else "")
     for k, item in enumerate(obj if isinstance(obj, list) else [obj]):
         _split(result, _call_from_object(item, f"{id_prefix}{k}", json.dumps(item)))
@@ -169,7 +178,9 @@ def parse_pythonic(text: str, id_prefix: str = "call_") -> ParsedAction:
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
-        return ParsedAction("", malformed=[MalformedCall(f"{id_prefix}0", stripped, f"not a call list: {e.msg}")])
+        return ParsedAction(
+            "", malformed=[MalformedCall(f"{id_prefix}0", stripped, f"not a call list: {e.msg}")]
+        )
     if not isinstance(tree.body, ast.List):
         return ParsedAction(content=stripped)
     result = ParsedAction(content="")
@@ -181,7 +192,10 @@ def parse_pythonic(text: str, id_prefix: str = "call_") -> ParsedAction:
         try:
             arguments = {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg}
         except (ValueError, SyntaxError, TypeError) as e:
-            _split(result, MalformedCall(call_id, raw, f"arguments must be literals: {e}", node.func.id))
+            _split(
+                result,
+                MalformedCall(call_id, raw, f"arguments must be literals: {e}", node.func.id),
+            )
             continue
         _split(result, ParsedCall(call_id, node.func.id, arguments))
     return result
@@ -206,7 +220,9 @@ def _parse_structured(message: Message, id_prefix: str) -> ParsedAction:
     return result
 
 
-def parse_action(action: Action | Any, parser: str | Parser = "hermes", id_prefix: str = "call_") -> ParsedAction:
+def parse_action(
+    action: Action | Any, parser: str | Parser = "hermes", id_prefix: str = "call_"
+) -> ParsedAction:
     """Split an action (text or assistant message dict) into text and tool calls.
 
     Never raises on model output: anything that is not a string or an assistant message dict
@@ -221,5 +237,12 @@ def parse_action(action: Action | Any, parser: str | Parser = "hermes", id_prefi
         content = action.get("content")
         return parse(content if isinstance(content, str) else "", id_prefix)
     return ParsedAction(
-        "", malformed=[MalformedCall(f"{id_prefix}0", repr(action)[:200], "an action must be text or an assistant message")]
+        "",
+        malformed=[
+            MalformedCall(
+                f"{id_prefix}0",
+                repr(action)[:200],
+                "an action must be text or an assistant message",
+            )
+        ],
     )

@@ -9,6 +9,7 @@ and message dicts of any unicode, and register with Gymnasium's vector utilities
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ __all__ = ["AssistantTurn", "Messages", "is_valid_message"]
 # Sampling alphabet: printable ASCII plus a few multi-byte characters, so that samples exercise
 # unicode without producing lone surrogates (which are not valid text).
 _ALPHABET = np.array(
-    list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n\t.,;:!?'\"()[]{}<>/\\-_=+*")
+    list(string.ascii_letters + string.digits + " \n\t.,;:!?'\"()[]{}<>/\\-_=+*")
     + list("éßπλ中文日本語😀→∑")
 )
 
@@ -87,7 +88,9 @@ class Messages(Space[Observation]):
             raise ConfigError("max_messages", max_messages, "must be at least 1", "pass 1 or more")
         unknown = set(roles) - ROLES
         if unknown:
-            raise ConfigError("roles", roles, f"unknown roles {sorted(unknown)}", f"use {sorted(ROLES)}")
+            raise ConfigError(
+                "roles", roles, f"unknown roles {sorted(unknown)}", f"use {sorted(ROLES)}"
+            )
         self.max_messages = max_messages
         self.max_length = max_length
         self.roles = tuple(roles)
@@ -121,10 +124,10 @@ class Messages(Space[Observation]):
         return tuple(messages)
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Messages)
-            and (self.max_messages, self.max_length, self.roles)
-            == (other.max_messages, other.max_length, other.roles)
+        return isinstance(other, Messages) and (self.max_messages, self.max_length, self.roles) == (
+            other.max_messages,
+            other.max_length,
+            other.roles,
         )
 
     def __hash__(self) -> int:
@@ -189,9 +192,9 @@ class AssistantTurn(Space[Action]):
         return text[: self.max_length]
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, AssistantTurn)
-            and (self.max_length, self.tool_names) == (other.max_length, other.tool_names)
+        return isinstance(other, AssistantTurn) and (self.max_length, self.tool_names) == (
+            other.max_length,
+            other.tool_names,
         )
 
     def __hash__(self) -> int:

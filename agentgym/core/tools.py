@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import functools
 import inspect
 import json
 import re
@@ -27,7 +28,9 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ARG_LINE_RE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_RE = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
 _ARG_SECTIONS = ("Args", "Arguments", "Parameters")
-_SECTION_RE = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$")
+_SECTION_RE = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$"
+)
 
 
 class ToolCallFailed(Exception):
@@ -167,10 +170,13 @@ class Tool:
             },
         }
 
+    @functools.cached_property
+    def _validator(self) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator(self.parameters)
+
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """Why ``arguments`` do not fit the schema, or ``None`` when they do."""
-        validator = jsonschema.Draft202012Validator(self.parameters)
-        errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        errors = sorted(self._validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
         if not errors:
             return None
         return "; ".join(e.message for e in errors[:3])

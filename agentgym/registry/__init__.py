@@ -98,7 +98,9 @@ def register(
             "Fix: pass e.g. 'mypackage.envs:MyEnv' so the module loads only when the env is made."
         )
     if reward_range[0] > reward_range[1]:
-        raise RegistryError(f"reward_range {reward_range!r} for {id!r} has min > max. Fix: swap them.")
+        raise RegistryError(
+            f"reward_range {reward_range!r} for {id!r} has min > max. Fix: swap them."
+        )
     gym.register(
         id=id,
         entry_point=entry_point,
@@ -135,7 +137,9 @@ def _suggestions(env_id: str, candidates: Sequence[str]) -> list[str]:
     lowered = {c.lower(): c for c in candidates}
     exact = [c for c in candidates if c.lower() == env_id.lower()]
     unversioned = [c for c in candidates if c.lower().startswith(env_id.lower() + "-v")]
-    close = [lowered[c] for c in difflib.get_close_matches(env_id.lower(), lowered, n=3, cutoff=0.6)]
+    close = [
+        lowered[c] for c in difflib.get_close_matches(env_id.lower(), lowered, n=3, cutoff=0.6)
+    ]
     return list(dict.fromkeys([*exact, *sorted(unversioned, reverse=True), *close]))
 
 

@@ -1,0 +1,39 @@
+# The README's two commands: `make train` (the main job) and `make test` (lint + every test).
+# Both set up .venv on a fresh machine first; set-up is skipped when pyproject.toml is unchanged.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= dev
+# Without a GPU, pin torch to the CPU wheel before anything else can ask pip for torch:
+# an unpinned torch pulls several GB of CUDA packages.
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: setup train test test-fast lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install "$(TORCH_CPU)"; fi
+	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	touch $@
+
+train: setup
+	$(BIN)/agentgym train --env agentgym/FrozenLake-v0
+
+lint: setup
+	$(BIN)/ruff check agentgym tests benchmarks
+
+test: lint
+	$(BIN)/pytest -q --durations=15
+
+test-fast: setup
+	$(BIN)/pytest -q -m "not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/vector_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
