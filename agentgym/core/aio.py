@@ -28,12 +28,24 @@ _helper_lock = threading.Lock()
 _helper_loop: asyncio.AbstractEventLoop | None = None
 
 
+class _ThreadLoop:
+    """A thread's loop, closed when the thread ends and ``threading.local`` drops this holder
+    (otherwise every thread that ever ran ``run_sync`` leaks the loop's selector and sockets)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __del__(self) -> None:
+        if not self.loop.is_running():
+            self.loop.close()
+
+
 def _thread_loop() -> asyncio.AbstractEventLoop:
-    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
-        _local.loop = loop
-    return loop
+    holder: _ThreadLoop | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _ThreadLoop()
+        _local.holder = holder
+    return holder.loop
 
 
 def _helper() -> asyncio.AbstractEventLoop:

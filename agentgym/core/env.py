@@ -31,7 +31,7 @@ from agentgym.core.aio import deadline, run_sync
 from agentgym.core.errors import ConfigError, DeadlineExceeded, EnvStateError
 from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
 from agentgym.core.spaces import AssistantTurn, Messages
-from agentgym.core.tools import Tool, ToolCallFailed
+from agentgym.core.tools import Tool, ToolCallFailed, clip
 from agentgym.core.types import Action, Message, Observation, tool_message
 
 __all__ = ["AgentEnv", "StepResult"]
@@ -51,7 +51,8 @@ class AgentEnv(gym.Env[Observation, Action]):
         render_mode: ``"ansi"`` returns the last observation as text; ``"human"`` prints it.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+    # render_fps: Gymnasium's checker warns without it whenever render modes are declared.
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
     def __init__(
         self,
@@ -150,22 +151,24 @@ class AgentEnv(gym.Env[Observation, Action]):
         by_name = {t.name: t for t in self.tools}
 
         async def answer(call: ParsedCall) -> Message:
-            return tool_message(
-                await self._run_one(by_name.get(call.name), call), call.id, call.name
-            )
+            name = call.name if call.name in by_name else clip(call.name, 64)
+            return tool_message(await self._run_one(by_name.get(call.name), call), call.id, name)
 
         results = await asyncio.gather(*(answer(c) for c in parsed.calls))
         errors = [
-            tool_message(f"Error: malformed tool call: {m.error}", m.id, m.name or "invalid")
+            tool_message(
+                f"Error: malformed tool call: {clip(m.error)}", m.id, clip(m.name, 64) or "invalid"
+            )
             for m in parsed.malformed
         ]
-        order = {c.id: i for i, c in enumerate([*parsed.calls, *parsed.malformed])}
-        return tuple(sorted([*results, *errors], key=lambda m: order[m["tool_call_id"]]))
+        ids = parsed.order or [c.id for c in [*parsed.calls, *parsed.malformed]]
+        order = {call_id: i for i, call_id in enumerate(ids)}
+        return tuple(sorted([*results, *errors], key=lambda m: order.get(m["tool_call_id"], 0)))
 
     async def _run_one(self, found: Tool | None, call: ParsedCall) -> str:
         if found is None:
             names = ", ".join(t.name for t in self.tools) or "none"
-            return f"Error: unknown tool {call.name!r}; available tools: {names}"
+            return f"Error: unknown tool {clip(call.name, 64)!r}; available tools: {names}"
         try:
             async with deadline(self.tool_timeout, f"tool {call.name}"):
                 return await found.call(call.arguments)
@@ -175,4 +178,4 @@ class AgentEnv(gym.Env[Observation, Action]):
             return f"Error: {e}"
         except Exception as e:  # a tool bug must not end a training run; it is logged loudly
             log.exception("tool %s raised on arguments %r", call.name, call.arguments)
-            return f"Error: tool {call.name} failed: {type(e).__name__}: {e}"
+            return f"Error: tool {call.name} failed: {type(e).__name__}: {clip(str(e))}"

@@ -14,10 +14,15 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
         ├── UnknownParserError      a tool-call parser name that does not exist
         ├── EnvCheckError           ``agentgym.utils.check_env`` found contract violations
         ├── EnvStateError           an env used out of order (step before reset, after close)
+        ├── DynamicSamplingExhausted  DAPO dynamic sampling hit its cap on sampling rounds
+        ├── SandboxFileError        a sandbox file op failed (missing, outside the work dir)
         └── InfraError              something outside the process failed (sandbox, server)
-            └── DeadlineExceeded    an await ran past its deadline
+            ├── DeadlineExceeded    an await ran past its deadline
+            └── SandboxError        a sandbox backend failed (daemon gone, container died)
+                └── SandboxUnavailable  a backend cannot run here (no daemon, no image, no SDK)
 
-Warnings: ``AgentGymWarning`` and its child ``PluginWarning``.
+Warnings: ``AgentGymWarning`` and its children ``PluginWarning`` and
+``SandboxIsolationWarning``.
 """
 
 from __future__ import annotations
@@ -30,12 +35,17 @@ __all__ = [
     "AgentGymWarning",
     "ConfigError",
     "DeadlineExceeded",
+    "DynamicSamplingExhausted",
     "EnvCheckError",
     "EnvStateError",
     "Error",
     "InfraError",
     "PluginWarning",
     "RegistryError",
+    "SandboxError",
+    "SandboxFileError",
+    "SandboxIsolationWarning",
+    "SandboxUnavailable",
     "ToolDefinitionError",
     "UnknownEnvError",
     "UnknownParserError",
@@ -95,6 +105,19 @@ class EnvStateError(Error, RuntimeError):
     """An env was used out of order, e.g. stepped before reset or after close."""
 
 
+class DynamicSamplingExhausted(Error, RuntimeError):
+    """DAPO dynamic sampling could not fill a batch with informative groups within its cap."""
+
+    def __init__(self, kept: int, target: int, rounds: int, seen: int) -> None:
+        self.kept, self.target, self.rounds, self.seen = kept, target, rounds, seen
+        super().__init__(
+            f"dynamic sampling kept {kept} of the {target} groups a batch needs after {rounds} "
+            f"sampling round(s) ({seen} groups seen; the rest had rewards that were all equal). "
+            "Fix: raise max_sampling_rounds, raise group_size, or pick tasks of a difficulty "
+            "where the policy sometimes succeeds and sometimes fails"
+        )
+
+
 class InfraError(Error):
     """Something outside the process failed; trainers drop such samples (``infra_error``)."""
 
@@ -113,3 +136,23 @@ class AgentGymWarning(UserWarning):
 
 class PluginWarning(AgentGymWarning):
     """An installed ``agentgym.envs`` plugin failed to load; its envs are unavailable."""
+
+
+class SandboxIsolationWarning(AgentGymWarning):
+    """A sandbox runs code without isolation (no bubblewrap): it can read the host's files."""
+
+
+class SandboxFileError(Error, OSError):
+    """A sandbox file operation failed: the path is missing, a directory, or outside the work dir.
+
+    Carries ``errno``, ``strerror`` and ``filename`` like any ``OSError``. A model that asks for a
+    missing file is data to the env, which catches this and reports it as an observation.
+    """
+
+
+class SandboxError(InfraError):
+    """A sandbox backend failed (the Docker daemon went away, a container died, bwrap broke)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """A sandbox backend cannot run on this machine; the message names what is missing."""

@@ -60,6 +60,8 @@ class ParsedAction:
     content: str
     calls: list[ParsedCall] = field(default_factory=list)
     malformed: list[MalformedCall] = field(default_factory=list)
+    order: list[str] = field(default_factory=list, compare=False, repr=False)
+    """Ids of calls and malformed calls as they appear in the action (answers follow it)."""
 
     @property
     def has_calls(self) -> bool:
@@ -98,6 +100,14 @@ def get_parser(name: str) -> Parser:
         ) from None
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` whose every failure, deep nesting included, is a ``JSONDecodeError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text[:100], 0) from None
+
+
 def _call_from_object(obj: Any, call_id: str, raw: str) -> ParsedCall | MalformedCall:
     """A ``{"name": ..., "arguments": {...}}`` object as a call ("parameters" is accepted too)."""
     if not isinstance(obj, dict):
@@ -110,7 +120,7 @@ def _call_from_object(obj: Any, call_id: str, raw: str) -> ParsedCall | Malforme
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = _loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as e:
             return MalformedCall(call_id, raw, f"arguments are not valid JSON: {e}", name)
     if not isinstance(arguments, dict):
@@ -120,6 +130,7 @@ def _call_from_object(obj: Any, call_id: str, raw: str) -> ParsedCall | Malforme
 
 def _split(result: ParsedAction, item: ParsedCall | MalformedCall) -> None:
     (result.calls if isinstance(item, ParsedCall) else result.malformed).append(item)  # type: ignore[arg-type]
+    result.order.append(item.id)
 
 
 _HERMES_RE = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
@@ -139,7 +150,7 @@ def parse_hermes(text: str, id_prefix: str = "call_") -> ParsedAction:
             )
             continue
         try:
-            obj = json.loads(body)
+            obj = _loads(body)
         except json.JSONDecodeError as e:
             _split(result, MalformedCall(call_id, body, f"the tool call is not valid JSON: {e}"))
             continue
@@ -156,7 +167,7 @@ def parse_json(text: str, id_prefix: str = "call_") -> ParsedAction:
     if not body.startswith(("{", "[")):
         return ParsedAction(content=text.strip())
     try:
-        obj = json.loads(body)
+        obj = _loads(body)
     except json.JSONDecodeError as e:
         return ParsedAction(
             "", malformed=[MalformedCall(f"{id_prefix}0", body, f"not valid JSON: {e}")]
@@ -181,6 +192,10 @@ def parse_pythonic(text: str, id_prefix: str = "call_") -> ParsedAction:
         return ParsedAction(
             "", malformed=[MalformedCall(f"{id_prefix}0", stripped, f"not a call list: {e.msg}")]
         )
+    except (MemoryError, RecursionError):  # CPython's parser on very deep nesting
+        return ParsedAction(
+            "", malformed=[MalformedCall(f"{id_prefix}0", stripped[:200], "nested too deeply")]
+        )
     if not isinstance(tree.body, ast.List):
         return ParsedAction(content=stripped)
     result = ParsedAction(content="")
@@ -191,7 +206,7 @@ def parse_pythonic(text: str, id_prefix: str = "call_") -> ParsedAction:
             continue
         try:
             arguments = {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg}
-        except (ValueError, SyntaxError, TypeError) as e:
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
             _split(
                 result,
                 MalformedCall(call_id, raw, f"arguments must be literals: {e}", node.func.id),
@@ -207,15 +222,21 @@ register_parser("pythonic", parse_pythonic)
 
 
 def _parse_structured(message: Message, id_prefix: str) -> ParsedAction:
-    result = ParsedAction(content=message.get("content") or "")
-    for k, call in enumerate(message.get("tool_calls") or []):
+    content = message.get("content")
+    result = ParsedAction(content=content if isinstance(content, str) else "")
+    calls: Any = message.get("tool_calls")
+    if not isinstance(calls, list):
+        error = "tool_calls must be a list"
+        _split(result, MalformedCall(f"{id_prefix}0", repr(calls)[:200], error))
+        return result
+    for k, call in enumerate(calls):
         given_id = call.get("id") if isinstance(call, dict) else None
         call_id = given_id if isinstance(given_id, str) and given_id else f"{id_prefix}{k}"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             _split(result, MalformedCall(call_id, repr(call)[:200], "tool call has no function"))
             continue
-        raw = json.dumps(function, default=str)[:10_000]
+        raw = json.dumps(function, default=str, skipkeys=True)[:10_000]
         _split(result, _call_from_object(function, call_id, raw))
     return result
 

@@ -27,6 +27,7 @@ __all__ = ["Tool", "ToolCallFailed", "tool"]
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ARG_LINE_RE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_RE = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
+_SPHINX_FIELD_RE = re.compile(r"^\s*:\w+[^:]*:")
 _ARG_SECTIONS = ("Args", "Arguments", "Parameters")
 _SECTION_RE = re.compile(
     r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$"
@@ -59,13 +60,24 @@ def _json_type(annotation: Any, where: str) -> dict[str, Any]:
     if origin in (typing.Union, types.UnionType):
         options = [_json_type(a, where) for a in args if a is not type(None)]
         schema = options[0] if len(options) == 1 else {"anyOf": options}
-        return {**schema, "nullable": True} if type(None) in args else schema
+        return _nullable(schema) if type(None) in args else schema
     if annotation is Any:
         return {}
     raise ToolDefinitionError(
         f"{where}: cannot express type {annotation!r} as JSON schema. "
         "Fix: use str, int, float, bool, list[...], dict, Literal[...] or an Enum."
     )
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also accepts ``null`` (JSON Schema has no OpenAPI-style "nullable")."""
+    if isinstance(schema.get("type"), str):
+        return {**schema, "type": [schema["type"], "null"]}
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return schema  # {} (Any) accepts null already
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -85,6 +97,8 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             params[current] = sphinx.group(2).strip()
         elif header:
             section, current, arg_indent = header.group(1), None, None
+        elif _SPHINX_FIELD_RE.match(line):
+            section, current = "Fields", None
         elif section is None:
             summary.append(line)
         elif section in _ARG_SECTIONS and arg and (arg_indent is None or indent <= arg_indent):
@@ -122,12 +136,35 @@ def _schema_of(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, Any]]:
             prop["description"] = arg_docs[param.name]
         if param.default is param.empty:
             required.append(param.name)
+        elif isinstance(param.default, enum.Enum):
+            prop["default"] = param.default.value
         elif param.default is None or isinstance(param.default, str | int | float | bool):
             prop["default"] = param.default
         properties[param.name] = prop
     parameters = {"type": "object", "properties": properties, "required": required}
     parameters["additionalProperties"] = False
     return description, parameters
+
+
+def _enum_members(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with the values of ``Enum``-typed parameters turned into members."""
+    hints = typing.get_type_hints(fn)
+    converted = dict(arguments)
+    for key, value in arguments.items():
+        hint = hints.get(key)
+        members = [t for t in (hint, *typing.get_args(hint)) if _is_enum(t)]
+        if members and value is not None:
+            converted[key] = members[0](value)
+    return converted
+
+
+def _is_enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+
+
+def clip(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters: model-written text echoed in an error stays small."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -179,7 +216,7 @@ class Tool:
         errors = sorted(self._validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
         if not errors:
             return None
-        return "; ".join(e.message for e in errors[:3])
+        return "; ".join(clip(e.message) for e in errors[:3])
 
     async def call(self, arguments: Mapping[str, Any]) -> str:
         """Run the tool; returns its result as text.
@@ -190,7 +227,7 @@ class Tool:
         problem = self.validation_error(arguments)
         if problem is not None:
             raise ToolCallFailed(f"invalid arguments for {self.name}: {problem}")
-        result = self.fn(**arguments)
+        result = self.fn(**_enum_members(self.fn, arguments))
         if inspect.isawaitable(result):
             result = await typing.cast(Awaitable[Any], result)
         if isinstance(result, str):

@@ -11,6 +11,7 @@ def register_builtin_envs() -> None:
         "agentgym.envs.frozenlake:FrozenLakeEnv",
         family="FrozenLake",
         tags=("grid", "multi-turn", "tools", "procedural"),
-        reward_range=(-1.0, 1.0),
+        # 32 invalid turns (max_turns = 2*4*4) at -0.1 each, up to reaching the goal.
+        reward_range=(-3.2, 1.0),
         description="Reach the goal on a text grid without falling into a hole.",
     )

@@ -1,0 +1,5 @@
+"""``python -m agentgym``: the ``agentgym`` command."""
+
+from agentgym.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,288 @@
+"""The ``agentgym`` command.
+
+::
+
+    agentgym list [--family F] [--tag T] [--json]
+    agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
+
+Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
+``argparse`` parser and a function that runs it and returns the exit status. A new subcommand is a
+new entry; ``main`` never changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import gymnasium as gym
+
+import agentgym
+from agentgym.error import ConfigError
+from agentgym.registry import EnvInfo, env_info, list_envs, plugins
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its one-line help, its arguments and what it does."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _error(command: str, message: object) -> int:
+    print(f"agentgym {command}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# --- agentgym list ----------------------------------------------------------------------------
+
+
+def _add_list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--family", help="only envs of this family, e.g. FrozenLake")
+    parser.add_argument("--tag", help="only envs with this tag, e.g. tools")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+
+
+def _env_row(info: EnvInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "family": info.family,
+        "tags": list(info.tags),
+        "extras": list(info.extras),
+        "reward_range": list(info.reward_range),
+        "description": info.description,
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    envs = [_env_row(info) for info in list_envs(family=args.family, tag=args.tag)]
+    if args.json:
+        print(json.dumps(envs, indent=2))
+        return 0
+    if not envs:
+        print("No registered env matches.")
+    else:
+        rows = [["ID", "FAMILY", "TAGS", "EXTRAS", "REWARD", "DESCRIPTION"]]
+        for env in envs:
+            low, high = env["reward_range"]
+            tags, extras = ",".join(env["tags"]) or "-", ",".join(env["extras"]) or "-"
+            reward = f"[{low:g}, {high:g}]"
+            rows.append([env["id"], env["family"], tags, extras, reward, env["description"]])
+        print(_table(rows))
+    for status in plugins():
+        if not status.ok:
+            message = f"plugin {status.name!r} ({status.value}) failed to load: {status.error}"
+            print(message, file=sys.stderr)
+    return 0
+
+
+# --- agentgym play ----------------------------------------------------------------------------
+
+
+def _add_play_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("env_id", help="a registered id, e.g. agentgym/FrozenLake-v0")
+    parser.add_argument("--seed", type=int, help="seed of the first reset")
+    parser.add_argument("--task-id", type=int, help="play this task in every episode")
+    parser.add_argument(
+        "--kw",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="constructor argument; VALUE is read as JSON when it parses, else as a string",
+    )
+
+
+def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["size=5", "slippery=true", "name=x"]`` -> ``{"size": 5, "slippery": True, "name": "x"}``.
+
+    Raises ``ValueError`` on a pair that is not ``KEY=VALUE``.
+    """
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--kw {pair!r} is not KEY=VALUE (KEY a Python name), e.g. size=5")
+        try:
+            kwargs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            kwargs[key] = text
+    return kwargs
+
+
+def _ids() -> set[str]:
+    return {info.id for info in list_envs()}
+
+
+def _run_play(args: argparse.Namespace) -> int:
+    try:
+        kwargs = parse_kwargs(args.kw)
+        env = agentgym.make(args.env_id, **kwargs)
+    except ImportError as e:  # an env whose optional dependencies are not installed
+        extras = ",".join(env_info(args.env_id).extras) if args.env_id in _ids() else ""
+        fix = f" Fix: pip install 'agentgym[{extras}]'" if extras else ""
+        return _error("play", f"{e}.{fix}")
+    except (gym.error.Error, ValueError, TypeError) as e:
+        return _error("play", e)
+    options = None if args.task_id is None else {"task_id": args.task_id}
+    try:
+        return Player(env, stdin=sys.stdin, stdout=sys.stdout).run(seed=args.seed, options=options)
+    except ConfigError as e:  # e.g. a --task-id the env rejects on reset
+        return _error("play", e)
+    except KeyboardInterrupt:
+        print(file=sys.stdout)
+        return 130
+    finally:
+        env.close()
+
+
+HELP_LINE = "Type an action: a line, or a ``` fenced block over several lines. :r resets, :q quits."
+
+
+class Player:
+    """A person plays an env in a terminal: messages out, actions in, until ``:q`` or EOF."""
+
+    def __init__(self, env: gym.Env[Any, Any], *, stdin: TextIO, stdout: TextIO) -> None:
+        self.env, self.stdin, self.stdout = env, stdin, stdout
+        self.episode_return = 0.0
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.stdout, flush=True)
+
+    def run(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> int:
+        self.reset(seed=seed, options=options)
+        self.say(HELP_LINE)
+        while True:
+            action = self.read_action()
+            if action is None or action.strip() == ":q":
+                return 0
+            if action.strip() == ":r":
+                self.reset(options=options)
+                continue
+            if not self.step(action):
+                continue
+            self.say(f"Episode over. Return: {self.episode_return:g}")
+            self.say("Press Enter for a new episode, or :q to quit.")
+            answer = self.read_line()
+            if answer is None or answer.strip() == ":q":
+                return 0
+            self.reset(options=options)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        observation, info = self.env.reset(seed=seed, options=options)
+        self.episode_return = 0.0
+        task = "" if info.get("task_id") is None else f" (task {info['task_id']})"
+        self.say(f"=== New episode{task}")
+        self.show(observation)
+        tools = info.get("tools") or []
+        if tools:
+            self.say("Tools:")
+            for schema in tools:
+                self.say(f"  {describe_tool(schema)}")
+
+    def step(self, action: str) -> bool:
+        """Step with ``action`` and show the result; whether the episode ended."""
+        observation, reward, terminated, truncated, _ = self.env.step(action)
+        self.episode_return += float(reward)
+        self.show(observation)
+        self.say(f"reward={float(reward):g} terminated={terminated} truncated={truncated}")
+        return bool(terminated or truncated)
+
+    def show(self, messages: Sequence[dict[str, Any]]) -> None:
+        for message in messages:
+            label = message["role"]
+            if message.get("name"):
+                label += f" {message['name']}"
+            self.say(f"[{label}]")
+            self.say(str(message.get("content") or ""))
+
+    def read_line(self) -> str | None:
+        line = self.stdin.readline()
+        return None if line == "" else line.rstrip("\n")
+
+    def read_action(self) -> str | None:
+        """One action: a non-empty line, or the lines of a fenced block; ``None`` at EOF."""
+        while True:
+            print("> ", end="", file=self.stdout, flush=True)
+            line = self.read_line()
+            if line is None:
+                self.say()
+                return None
+            if line.strip():
+                break
+        stripped = line.strip()
+        if not stripped.startswith("```") or (len(stripped) > 3 and stripped.endswith("```")):
+            return line
+        lines = [line]
+        while True:
+            more = self.read_line()
+            if more is None:
+                return None
+            lines.append(more)
+            if more.strip().endswith("```"):
+                return "\n".join(lines)
+
+
+def describe_tool(schema: dict[str, Any]) -> str:
+    """``move(direction: "left"|"right"): Move one square.`` from an OpenAI tool schema."""
+    function = schema.get("function", schema)
+    params = []
+    for name, prop in function.get("parameters", {}).get("properties", {}).items():
+        if "enum" in prop:
+            params.append(f"{name}: {'|'.join(json.dumps(v) for v in prop['enum'])}")
+        else:
+            params.append(f"{name}: {prop.get('type', 'any')}")
+    signature = f"{function['name']}({', '.join(params)})"
+    description = function.get("description")
+    return f"{signature}: {description}" if description else signature
+
+
+# --- the command ------------------------------------------------------------------------------
+
+COMMANDS: dict[str, Command] = {
+    "list": Command("list every registered env", _add_list_arguments, _run_list),
+    "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    summary = (agentgym.__doc__ or "").splitlines()[0]
+    parser = argparse.ArgumentParser(prog="agentgym", description=summary)
+    parser.add_argument("--version", action="version", version=f"agentgym {agentgym.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``agentgym`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a usage error argparse already reported
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return COMMANDS[args.command].run(args)

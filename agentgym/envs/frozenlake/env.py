@@ -1,0 +1,344 @@
+"""``FrozenLakeEnv``: walk a text grid from the start to the goal without falling into a hole."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym.core.env import AgentEnv, StepResult
+from agentgym.core.errors import ConfigError, EnvStateError
+from agentgym.core.parsing import MalformedCall, ParsedAction, ParsedCall
+from agentgym.core.tools import Tool
+from agentgym.core.types import Action, Message, Observation, system, tool_message, user
+from agentgym.envs.frozenlake.maps import (
+    NUM_TASKS,
+    Map,
+    find,
+    format_map,
+    generate_map,
+    parse_map,
+)
+from agentgym.envs.frozenlake.text import (
+    DIRECTIONS,
+    INVALID_TOOL_HINT,
+    RULES,
+    board,
+    invalid_text,
+    move_report,
+    read_text_move,
+    too_many_calls,
+)
+
+__all__ = ["MOVE", "FrozenLakeEnv"]
+
+
+def move(direction: Literal["left", "right", "up", "down"]) -> str:
+    """Move one square on the lake.
+
+    Args:
+        direction: the way to step: left, right, up or down.
+    """
+    return direction  # the env applies the move; the function only declares the schema
+
+
+MOVE = Tool.from_function(move)
+
+_STEPS = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+
+
+@dataclass
+class _Episode:
+    rows: Map
+    task_id: int | None
+    position: tuple[int, int]
+    max_turns: int
+    turns: int = 0
+    over: bool = False
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A turn read as a move: its direction, or ``None`` with the messages that say why not."""
+
+    direction: str | None
+    call: ParsedCall | None = None
+    errors: Observation = ()
+
+
+class FrozenLakeEnv(AgentEnv):
+    """Walk a frozen lake from the top-left corner to the goal without falling into a hole.
+
+    Description:
+        Gymnasium's FrozenLake as text. Each task id names a procedurally generated square map
+        (start top-left, goal bottom-right, holes with probability ``hole_prob``) that is checked
+        to be solvable. ``reset(seed=s)`` draws the task id from ``np_random``, so a seed fixes
+        the map; ``options={"task_id": k}`` pins map ``k`` and ``options={"map": "SFFF/FHFH/..."}``
+        plays a given map (square, one S, one G, only S/F/H/G; it need not be solvable).
+
+    Observation:
+        On reset, a system message with the rules and a user message with the board, e.g.::
+
+            P F F F
+            F H F H
+            F F F H
+            H F F G
+            You are at row 1, column 1.
+
+        Each step adds one message: what the move did and the new board (a tool message answering
+        the ``move`` call, or a user message for a text move), or, for an invalid action, what was
+        wrong and the expected format.
+
+    Action:
+        Text whose last fenced block holds one direction word (```` ```down``` ````), or text that
+        is only a direction word (case-insensitive); or one ``move`` tool call, written as text for
+        the tool parser (hermes by default) or as an assistant message with ``tool_calls``. When a
+        turn holds a tool call, the call is the move and the text is not read for one. No
+        direction, two directions, two calls, an unknown tool, bad arguments or a malformed call
+        are invalid: the episode goes on.
+
+    Tools:
+        ``move(direction: "left" | "right" | "up" | "down")``: step one square. Its schema is in
+        ``info["tools"]`` on reset.
+
+    Reward:
+        1.0 on reaching the goal; 0.0 for a move, including one into a hole or into the edge;
+        ``invalid_action_reward`` for an invalid action. ``info["reward_components"]`` holds
+        ``{"goal": ..., "invalid_action": ...}``. An episode's return lies in
+        ``[max_turns * invalid_action_reward, 1.0]``.
+
+    Episode end:
+        Terminated on the goal (``info["success"]`` is True) or in a hole. Truncated after
+        ``max_turns`` steps, valid or not (``info["truncation_reason"] == "max_turns"``). Stepping
+        an ended episode raises ``EnvStateError``: reset first.
+
+    Arguments:
+        size: side of generated maps (>= 2).
+        hole_prob: probability that a cell other than start and goal is a hole (0 <= p < 1).
+        slippery: Gymnasium's slippery ice: a move goes the intended way with probability 1/3
+            and each perpendicular way with probability 1/3, drawn from ``np_random``.
+        max_turns: steps before truncation; ``None`` means ``2 * size * size`` of the map played.
+        invalid_action_reward: reward of an invalid action (<= 0).
+        tool_parser: parser for tool calls written as text (see :mod:`agentgym.core.parsing`).
+        render_mode: ``"ansi"`` returns the board, ``"human"`` prints it.
+
+    Step info keys: ``success``, ``invalid_action``, ``reward_components``, ``position``
+    (0-based row and column), ``turn``, ``task_id``, and ``truncation_reason`` when truncated.
+    Reset info keys: ``tools``, ``task_id`` (``None`` for a given map), ``map``, ``size``,
+    ``max_turns``.
+
+    Version history:
+        v0: first version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        *,
+        size: int = 4,
+        hole_prob: float = 0.2,
+        slippery: bool = False,
+        max_turns: int | None = None,
+        invalid_action_reward: float = -0.1,
+        tool_parser: str = "hermes",
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(tools=(MOVE,), tool_parser=tool_parser, render_mode=render_mode)
+        self.size = _integer("size", size, 2, "pass an int >= 2, e.g. size=4")
+        self.hole_prob = _probability(hole_prob)
+        if not isinstance(slippery, bool | np.bool_):
+            raise ConfigError("slippery", slippery, "must be a bool", "pass True or False")
+        self.slippery = bool(slippery)
+        self.max_turns = (
+            None
+            if max_turns is None
+            else _integer("max_turns", max_turns, 1, "pass an int >= 1, or None for 2*size*size")
+        )
+        self.invalid_action_reward = _penalty(invalid_action_reward)
+        self._episode: _Episode | None = None
+
+    # --- Gymnasium API ------------------------------------------------------------------------
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        await super().areset(seed=seed, options=options)
+        task_id, rows = self._choose_map(options)
+        max_turns = self.max_turns or 2 * len(rows) ** 2
+        self._episode = episode = _Episode(rows, task_id, find(rows, "S"), max_turns)
+        observation = (system(RULES), user(board(rows, episode.position)))
+        info = {
+            "tools": self.tool_schemas(),
+            "task_id": task_id,
+            "map": format_map(rows),
+            "size": len(rows),
+            "max_turns": max_turns,
+        }
+        return observation, info
+
+    async def astep(self, action: Action) -> StepResult:
+        episode = self._episode
+        if episode is None or episode.over:
+            when = "before reset()" if episode is None else "after the episode ended"
+            raise EnvStateError(f"FrozenLakeEnv.step() called {when}; call reset() first")
+        episode.turns += 1
+        reading = await self._read(action)
+        if reading.direction is None:
+            return self._transition(episode, reading.errors, invalid=True)
+        report = self._move(episode, reading.direction)
+        content = f"{report}\n{board(episode.rows, episode.position)}"
+        call = reading.call
+        message = user(content) if call is None else tool_message(content, call.id, call.name)
+        return self._transition(episode, (message,), invalid=False)
+
+    def render(self) -> str | None:  # type: ignore[override]
+        if self.render_mode is None:
+            gym.logger.warn("render() needs a render_mode; make the env with render_mode='ansi'")
+            return None
+        episode = self._episode
+        text = "" if episode is None else board(episode.rows, episode.position)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _choose_map(self, options: dict[str, Any] | None) -> tuple[int | None, Map]:
+        options = {k: v for k, v in (options or {}).items() if v is not None}
+        unknown = sorted(set(options) - {"task_id", "map"})
+        if unknown:
+            rule, fix = f"has unknown keys {unknown}", "pass only 'task_id' or 'map'"
+            raise ConfigError("options", options, rule, fix)
+        if "task_id" in options and "map" in options:
+            rule, fix = "sets both 'task_id' and 'map'", "pass one of them"
+            raise ConfigError("options", options, rule, fix)
+        if "map" in options:
+            return None, parse_map(options["map"])
+        if "task_id" in options:
+            task_id = _integer("options['task_id']", options["task_id"], 0, "pass an int >= 0")
+        else:
+            task_id = int(self.np_random.integers(NUM_TASKS))
+        return task_id, generate_map(task_id, self.size, self.hole_prob)
+
+    async def _read(self, action: Action) -> _Reading:
+        if not _is_turn(action):
+            reason = "the action is not text or an assistant message"
+            return _Reading(None, errors=(user(invalid_text(reason)),))
+        parsed = self.parse(action)
+        if parsed.has_calls:
+            return await self._read_tool_call(parsed)
+        direction, reason = read_text_move(parsed.content)
+        if direction is None:
+            return _Reading(None, errors=(user(invalid_text(reason)),))
+        return _Reading(direction)
+
+    async def _read_tool_call(self, parsed: ParsedAction) -> _Reading:
+        attempts: list[ParsedCall | MalformedCall] = [*parsed.calls, *parsed.malformed]
+        if len(attempts) > 1:
+            text = too_many_calls(len(attempts))
+            errors = tuple(tool_message(text, a.id, a.name[:64] or "invalid") for a in attempts)
+            return _Reading(None, errors=errors)
+        call = parsed.calls[0] if parsed.calls else None
+        if call and call.name == MOVE.name and MOVE.validation_error(call.arguments) is None:
+            return _Reading(call.arguments["direction"], call=call)
+        answers = await self.run_tool_calls(parsed)  # unknown tool, bad arguments or malformed call
+        return _Reading(None, errors=tuple(_with_hint(m) for m in answers))
+
+    def _move(self, episode: _Episode, intended: str) -> str:
+        actual = intended
+        if self.slippery:
+            # -1, 0, +1: a perpendicular way, the intended way, the other perpendicular way
+            turn = int(self.np_random.integers(3)) - 1
+            actual = DIRECTIONS[(DIRECTIONS.index(intended) + turn) % len(DIRECTIONS)]
+        (row, col), (dr, dc) = episode.position, _STEPS[actual]
+        size = len(episode.rows)
+        blocked = not (0 <= row + dr < size and 0 <= col + dc < size)
+        if not blocked:
+            episode.position = (row + dr, col + dc)
+        cell = episode.rows[episode.position[0]][episode.position[1]]
+        return move_report(intended, actual, blocked=blocked, cell=cell)
+
+    def _transition(self, episode: _Episode, messages: Observation, *, invalid: bool) -> StepResult:
+        cell = episode.rows[episode.position[0]][episode.position[1]]
+        success = not invalid and cell == "G"
+        terminated = not invalid and cell in "GH"
+        truncated = not terminated and episode.turns >= episode.max_turns
+        episode.over = terminated or truncated
+        components = {
+            "goal": 1.0 if success else 0.0,
+            "invalid_action": self.invalid_action_reward if invalid else 0.0,
+        }
+        if truncated:
+            last: Message = {**messages[-1]}
+            last["content"] = f"{last['content']}\nOut of turns."
+            messages = (*messages[:-1], last)
+        info: dict[str, Any] = {
+            "success": success,
+            "invalid_action": invalid,
+            "reward_components": components,
+            "position": episode.position,
+            "turn": episode.turns,
+            "task_id": episode.task_id,
+        }
+        if truncated:
+            info["truncation_reason"] = "max_turns"
+        return messages, float(sum(components.values())), terminated, truncated, info
+
+
+def _is_turn(action: object) -> bool:
+    """Whether ``action`` is text or an assistant message dict (what the parser can read)."""
+    if isinstance(action, dict):
+        return action.get("role", "assistant") == "assistant"
+    return isinstance(action, str)
+
+
+def _with_hint(message: Message) -> Message:
+    content = f"{(message['content'] or '').rstrip('.')}. {INVALID_TOOL_HINT}"
+    return tool_message(content, message["tool_call_id"], message.get("name", "move"))
+
+
+# --- argument validation -------------------------------------------------------------------
+
+
+def _integer(name: str, value: object, minimum: int, fix: str) -> int:
+    if isinstance(value, bool | np.bool_):
+        raise ConfigError(name, value, "must be an int, not a bool", fix)
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigError(name, value, "must be an int", fix) from None
+    if number < minimum:
+        raise ConfigError(name, value, f"must be >= {minimum}", fix)
+    return number
+
+
+def _real(name: str, value: object, fix: str) -> float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ConfigError(name, value, "must be a number", fix)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ConfigError(name, value, "must be finite", fix)
+    return number
+
+
+def _probability(value: object) -> float:
+    fix = "pass a float in [0, 1), e.g. hole_prob=0.2"
+    number = _real("hole_prob", value, fix)
+    if not 0.0 <= number < 1.0:
+        raise ConfigError("hole_prob", value, "must be in [0, 1)", fix)
+    return number
+
+
+def _penalty(value: object) -> float:
+    fix = "pass a float <= 0, e.g. invalid_action_reward=-0.1 (0 for no penalty)"
+    number = _real("invalid_action_reward", value, fix)
+    if number > 0:
+        raise ConfigError("invalid_action_reward", value, "must be <= 0 (a penalty)", fix)
+    return number

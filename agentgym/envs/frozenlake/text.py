@@ -1,0 +1,91 @@
+"""What FrozenLake writes and reads: the prompt, the board, move reports and text moves.
+
+Kept short on purpose: a tiny policy trains on these strings, and every character is context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = [
+    "DIRECTIONS",
+    "INVALID_TOOL_HINT",
+    "RULES",
+    "board",
+    "invalid_text",
+    "move_report",
+    "read_text_move",
+    "too_many_calls",
+]
+
+DIRECTIONS = ("left", "down", "right", "up")
+"""Gymnasium FrozenLake's action order: each direction's neighbours in it are perpendicular."""
+
+RULES = (
+    "You are on a frozen lake. Reach the goal G without stepping into a hole H. "
+    "P is you, F is ice. Each turn move one square: left, right, up or down. "
+    "Write the direction in a fenced block like ```down```, or call the move tool."
+)
+
+INVALID_TOOL_HINT = "Call move once with direction left, right, up or down."
+
+_FENCE_RE = re.compile(r"```(.*?)```", re.DOTALL)
+_WORD_RE = re.compile(r"\b(left|right|up|down)\b", re.IGNORECASE)
+_BARE_RE = re.compile(r"\s*(left|right|up|down)[.!]?\s*", re.IGNORECASE)
+
+
+def board(rows: Sequence[str], position: tuple[int, int]) -> str:
+    """The board with the player as ``P`` (the start shows as ice), then where the player is."""
+    shown = [["F" if cell == "S" else cell for cell in row] for row in rows]
+    row, col = position
+    shown[row][col] = "P"
+    lines = [" ".join(cells) for cells in shown]
+    return "\n".join(lines) + f"\nYou are at row {row + 1}, column {col + 1}."
+
+
+def move_report(intended: str, actual: str, *, blocked: bool, cell: str) -> str:
+    """One line on what a move did: slipped, hit the edge, fell in, or reached the goal."""
+    if actual == intended:
+        text = f"You moved {actual}"
+    else:
+        text = f"You tried {intended} but slipped {actual}"
+    if blocked:
+        return text + " into the edge and stayed."
+    if cell == "H":
+        return text + " and fell into a hole. Game over."
+    if cell == "G":
+        return text + " and reached the goal!"
+    return text + "."
+
+
+def read_text_move(text: str) -> tuple[str | None, str]:
+    """The direction a text action asks for, or ``None`` and the reason it names none.
+
+    The last fenced block counts and must hold exactly one direction word; without a fenced
+    block, the whole text must be a direction word.
+    """
+    blocks = _FENCE_RE.findall(text)
+    if blocks:
+        body = blocks[-1]
+    elif _BARE_RE.fullmatch(text):
+        body = text
+    else:
+        return None, "no fenced block with a direction"
+    words = _WORD_RE.findall(body)
+    if not words:
+        return None, "no direction in the fenced block"
+    if len(words) > 1:
+        return None, "more than one direction"
+    return words[0].lower(), ""
+
+
+def invalid_text(reason: str) -> str:
+    return (
+        f"Invalid action: {reason}. Reply with one direction (left, right, up or down) "
+        "in a fenced block like ```down```, or call move once."
+    )
+
+
+def too_many_calls(count: int) -> str:
+    return f"Error: {count} tool calls in one turn, so none ran. Make exactly one move per turn."

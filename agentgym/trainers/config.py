@@ -1,0 +1,451 @@
+"""Trainer configs: the PPO, GRPO and DAPO presets, and a registry of algorithm names.
+
+A config is a frozen dataclass validated at construction: a bad value raises ``ConfigError``
+naming the value, the rule it breaks and the fix. Each field's docstring is its ``--help`` text
+(``field_help``). ``TrainerConfig`` holds what every trainer needs; ``AlgorithmConfig`` adds the
+algorithm's knobs with neutral defaults; the presets change defaults and add their own fields::
+
+    config = make_config("dapo", group_size=16)          # or DAPOConfig(group_size=16)
+    config = config_from_dict({"algo": "grpo", "kl_beta": 0.0, "scale_by_std": False})
+    config.to_dict()                                     # round-trips through config_from_dict
+
+A user's own algorithm is a subclass registered under a new name::
+
+    @register_algorithm("grpo-rloo")
+    @dataclass(frozen=True, kw_only=True)
+    class RLOOConfig(GRPOConfig):
+        advantage_estimator: AdvantageEstimator = AdvantageEstimator.RLOO
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import itertools
+import textwrap
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import UnionType
+from typing import Any, ClassVar, Self, TypeVar
+
+from agentgym.core.errors import ConfigError
+from agentgym.trainers.algorithms.advantages import AdvantageEstimator
+from agentgym.trainers.algorithms.aggregation import Aggregation
+from agentgym.trainers.algorithms.kl import KLEstimator, KLPlacement
+
+__all__ = [
+    "AlgorithmConfig",
+    "DAPOConfig",
+    "GRPOConfig",
+    "PPOConfig",
+    "TrainerConfig",
+    "algorithm_names",
+    "config_class",
+    "config_from_dict",
+    "make_config",
+    "register_algorithm",
+]
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    choices = list(choices)
+    close = difflib.get_close_matches(word, choices, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}Choices: {', '.join(choices)}"
+
+
+def _require(ok: bool, config: object, name: str, rule: str, fix: str) -> None:
+    if not ok:
+        value = getattr(config, name)
+        raise ConfigError(name, value.value if isinstance(value, StrEnum) else value, rule, fix)
+
+
+_BOUNDS: dict[str, Callable[[Any], bool]] = {
+    "> 0": lambda v: v > 0,
+    ">= 0": lambda v: v >= 0,
+    ">= 1": lambda v: v >= 1,
+    "> 1": lambda v: v > 1,
+    "in [0, 1]": lambda v: 0 <= v <= 1,
+    "in (0, 1)": lambda v: 0 < v < 1,
+}
+
+
+def _check_bounds(config: TrainerConfig) -> None:
+    """Every class's ``_bounds``: ``{field: bound}``; None (off) always passes."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for klass in type(config).__mro__:
+        for name, bound in vars(klass).get("_bounds", {}).items():
+            value, default = getattr(config, name), defaults[name]
+            example = "None to turn it off" if default is None else f"e.g. {default!r}"
+            fix = f"use a value {bound}, or {example}"
+            _require(value is None or _BOUNDS[bound](value), config, name, f"must be {bound}", fix)
+
+
+_SCALARS: dict[type, Callable[[object], bool]] = {  # bool is an int to Python, not here
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
+def _coerce(name: str, value: object, hint: Any) -> object:
+    """``value`` checked against the field type ``hint`` (int → float, str → enum member)."""
+    args = typing.get_args(hint)
+    if isinstance(hint, UnionType) and type(None) in args:
+        if value is None:
+            return None
+        (hint,) = [a for a in args if a is not type(None)]
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        if isinstance(value, str) and value in hint._value2member_map_:
+            return hint(value)
+        choices = [m.value for m in hint]
+        raise ConfigError(name, value, "is not a valid choice", _did_you_mean(str(value), choices))
+    check = _SCALARS.get(hint)
+    if check is None:  # a type the configs here do not use: left to the subclass
+        return value
+    if not check(value):
+        kind = hint.__name__
+        raise ConfigError(name, value, f"must be of type {kind}", f"pass a {kind} value")
+    return float(value) if hint is float else value  # type: ignore[arg-type]
+
+
+def _docstrings(cls: type) -> dict[str, str]:
+    """Attribute docstrings (a string right after ``name: type = default``) of ``cls`` itself."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):  # defined where no source is kept, e.g. a REPL
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, following in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerConfig:
+    """What every trainer needs, whatever the algorithm."""
+
+    algo: ClassVar[str | None] = None
+    uses_critic: ClassVar[bool] = False
+
+    learning_rate: float = 1e-6
+    """Policy learning rate (AdamW); 1e-6 as in DeepSeekMath and DAPO."""
+    group_size: int = 8
+    """Episodes sampled per task; a group shares its task so that its rewards can be compared."""
+    batch_size: int = 64
+    """Episodes per training step (a multiple of group_size)."""
+    ppo_epochs: int = 1
+    """Passes over each batch of episodes."""
+    num_minibatches: int = 1
+    """Optimizer steps per epoch: the batch is split into this many minibatches."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; None: no clipping."""
+    temperature: float = 1.0
+    """Sampling temperature; old-policy logprobs are computed at the same temperature."""
+    max_new_tokens: int = 256
+    """Most tokens the policy may sample in one assistant turn."""
+    seed: int = 0
+    """Seed of the policy's initialisation, the sampling and the data order."""
+
+    _bounds: ClassVar[dict[str, str]] = {
+        "learning_rate": "> 0",
+        "group_size": ">= 1",
+        "ppo_epochs": ">= 1",
+        "max_grad_norm": "> 0",
+        "temperature": "> 0",
+        "max_new_tokens": ">= 1",
+        "seed": ">= 0",
+    }
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
+        _check_bounds(self)
+        _require(
+            self.batch_size >= 1 and self.batch_size % self.group_size == 0,
+            self,
+            "batch_size",
+            f"must be a positive multiple of group_size={self.group_size}",
+            f"use e.g. {self.group_size * max(1, self.batch_size // self.group_size)}",
+        )
+        _require(
+            1 <= self.num_minibatches <= self.batch_size
+            and self.batch_size % self.num_minibatches == 0,
+            self,
+            "num_minibatches",
+            f"must divide batch_size={self.batch_size}",
+            "use 1 or a divisor of batch_size",
+        )
+
+    @property
+    def groups_per_batch(self) -> int:
+        return self.batch_size // self.group_size
+
+    @classmethod
+    def field_help(cls) -> dict[str, str]:
+        """Each field's ``--help`` text: its docstring here or in the nearest base class."""
+        docs: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            if dataclasses.is_dataclass(klass):
+                docs.update(_docstrings(klass))
+        return {f.name: docs.get(f.name, "") for f in dataclasses.fields(cls)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (enums as strings) with ``algo`` first; ``from_dict`` reads it back."""
+        values = {
+            f.name: str(v) if isinstance(v := getattr(self, f.name), StrEnum) else v
+            for f in dataclasses.fields(self)
+        }
+        return values if self.algo is None else {"algo": self.algo, **values}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """A config from a mapping (a config file); unknown keys raise ``ConfigError``."""
+        data = dict(data)
+        algo = data.pop("algo", cls.algo)
+        if algo != cls.algo:
+            raise ConfigError(
+                "algo",
+                algo,
+                f"{cls.__name__} is the config of algo={cls.algo!r}",
+                "use config_from_dict() to pick the class from 'algo', or drop the key",
+            )
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key, value in data.items():
+            if key not in names:
+                raise ConfigError(
+                    key, value, f"is not a field of {cls.__name__}", _did_you_mean(key, names)
+                )
+        return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlgorithmConfig(TrainerConfig):
+    """The knobs PPO, GRPO and DAPO share, with neutral defaults; the presets set them."""
+
+    advantage_estimator: AdvantageEstimator = AdvantageEstimator.GROUP
+    """How advantages are computed: gae (needs a critic: algo ppo), group, rloo, reinforce++."""
+    scale_by_std: bool = True
+    """Group advantages: divide by the group's reward std (GRPO); False only subtracts the mean
+    (Dr. GRPO)."""
+    gamma: float = 1.0
+    """Discount: per sampled token for gae and reinforce++, per turn for per_turn_credit."""
+    per_turn_credit: bool = False
+    """Multi-turn: credit each turn with its own return-to-go against the group baseline instead
+    of giving every turn the episode's advantage."""
+    clip_eps_low: float = 0.2
+    """ε_low: the probability ratio is clipped at 1 − ε_low where the advantage is negative."""
+    clip_eps_high: float = 0.2
+    """ε_high: the probability ratio is clipped at 1 + ε_high where the advantage is positive
+    (DAPO's clip-higher: 0.28)."""
+    dual_clip: float | None = None
+    """Dual clip c > 1: the loss of a negative-advantage token is at most −c·A; None: off."""
+    aggregation: Aggregation = Aggregation.TOKEN_MEAN
+    """Per-token losses to one number: token-mean, seq-mean-token-mean, seq-mean-token-sum,
+    seq-mean-token-sum-norm."""
+    norm_length: int | None = None
+    """Constant divisor of seq-mean-token-sum-norm (Dr. GRPO); None: max_new_tokens."""
+    kl_beta: float = 0.0
+    """Weight β of the KL penalty against the reference policy; 0 turns it off (no reference
+    model is kept)."""
+    kl_estimator: KLEstimator = KLEstimator.K3
+    """KL estimator: k1, k2 or k3 (Schulman's approximations)."""
+    kl_placement: KLPlacement = KLPlacement.LOSS
+    """Where the KL penalty goes: loss (β·KL added to the loss) or reward (−β·KL per token)."""
+    tis_cap: float | None = None
+    """Truncated importance sampling: weight each token by min(π_old / π_sampler, C) with this
+    C when the engine's logprobs differ from the trainer's (e.g. SGLang); None: off."""
+
+    _bounds: ClassVar[dict[str, str]] = {
+        "gamma": "in [0, 1]",
+        "clip_eps_low": "in (0, 1)",
+        "clip_eps_high": "> 0",
+        "dual_clip": "> 1",
+        "norm_length": ">= 1",
+        "kl_beta": ">= 0",
+        "tis_cap": ">= 1",
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_advantages()
+
+    def _check_advantages(self) -> None:
+        estimator, name = self.advantage_estimator, type(self).__name__
+        _require(
+            self.uses_critic == (estimator == AdvantageEstimator.GAE),
+            self,
+            "advantage_estimator",
+            f"{name} trains a critic for gae advantages"
+            if self.uses_critic
+            else f"gae needs a value model, which {name} does not train",
+            "use gae with algo 'ppo' and group / rloo / reinforce++ with the others",
+        )
+        _require(
+            estimator not in (AdvantageEstimator.GROUP, AdvantageEstimator.RLOO)
+            or self.group_size >= 2,
+            self,
+            "group_size",
+            f"must be >= 2 for {estimator} advantages (a baseline from the rest of the group)",
+            "use e.g. 8",
+        )
+        _require(
+            not self.per_turn_credit or estimator == AdvantageEstimator.GROUP,
+            self,
+            "per_turn_credit",
+            f"is implemented for group advantages, not {estimator}",
+            "set advantage_estimator='group' or per_turn_credit=False",
+        )
+
+    @property
+    def aggregation_length(self) -> int:
+        """The constant ``max_length`` to pass to ``aggregate`` for seq-mean-token-sum-norm."""
+        return self.max_new_tokens if self.norm_length is None else self.norm_length
+
+
+_ALGORITHMS: dict[str, type[AlgorithmConfig]] = {}
+C = TypeVar("C", bound=type[AlgorithmConfig])
+
+
+def register_algorithm(name: str) -> Callable[[C], C]:
+    """Class decorator: make ``make_config(name)`` and ``{"algo": name}`` build this config."""
+
+    def add(cls: C) -> C:
+        if not (isinstance(cls, type) and issubclass(cls, AlgorithmConfig)):
+            raise ConfigError(
+                "config class", cls, "must subclass AlgorithmConfig", "subclass a preset"
+            )
+        if _ALGORITHMS.get(name, cls) is not cls:
+            raise ConfigError(
+                "algo", name, f"is registered already ({_ALGORITHMS[name].__name__})", "rename"
+            )
+        cls.algo = name
+        _ALGORITHMS[name] = cls
+        return cls
+
+    return add
+
+
+def algorithm_names() -> list[str]:
+    return sorted(_ALGORITHMS)
+
+
+def config_class(algo: str) -> type[AlgorithmConfig]:
+    """The config class registered as ``algo``; ``ConfigError`` with a suggestion otherwise."""
+    try:
+        return _ALGORITHMS[algo]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            "algo", algo, "is not a registered algorithm", _did_you_mean(str(algo), _ALGORITHMS)
+        ) from None
+
+
+def make_config(algo: str, **overrides: Any) -> AlgorithmConfig:
+    """The preset ``algo`` with ``overrides`` applied (unknown names raise ``ConfigError``)."""
+    return config_class(algo).from_dict(overrides)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> AlgorithmConfig:
+    """A config from a mapping whose ``algo`` key names the preset."""
+    if "algo" not in data:
+        raise ConfigError(
+            "algo",
+            None,
+            "a config file must name its algorithm",
+            f"add algo: one of {algorithm_names()}",
+        )
+    return config_class(data["algo"]).from_dict(data)
+
+
+@register_algorithm("ppo")
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig(AlgorithmConfig):
+    """PPO (Schulman et al. 2017) with a critic and GAE (Schulman et al. 2016); a KL penalty, when
+    on, goes into the reward as in InstructGPT."""
+
+    uses_critic: ClassVar[bool] = True
+    _bounds: ClassVar[dict[str, str]] = {"lam": "in [0, 1]", "value_clip": "> 0", "vf_coef": "> 0"}
+
+    group_size: int = 1
+    advantage_estimator: AdvantageEstimator = AdvantageEstimator.GAE
+    kl_estimator: KLEstimator = KLEstimator.K1
+    kl_placement: KLPlacement = KLPlacement.REWARD
+
+    lam: float = 0.95
+    """GAE λ: 1 gives Monte Carlo returns minus the value, 0 one-step TD errors."""
+    value_clip: float | None = 0.2
+    """Clip range ε of the value loss around the values at collection time; None: unclipped."""
+    vf_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+    whiten_advantages: bool = True
+    """Normalise GAE advantages to mean 0 and std 1 over the batch's sampled tokens."""
+
+
+@register_algorithm("grpo")
+@dataclass(frozen=True, kw_only=True)
+class GRPOConfig(AlgorithmConfig):
+    """GRPO as in DeepSeekMath (Shao et al. 2024, eq. 3): group-normalised advantages, k3 KL in
+    the loss with β = 0.04, ε = 0.2, losses averaged per sequence then over sequences."""
+
+    aggregation: Aggregation = Aggregation.SEQ_MEAN_TOKEN_MEAN
+    kl_beta: float = 0.04
+
+
+@register_algorithm("dapo")
+@dataclass(frozen=True, kw_only=True)
+class DAPOConfig(AlgorithmConfig):
+    """DAPO (Yu et al. 2025): clip-higher (ε 0.2 / 0.28), dynamic sampling, token-mean loss,
+    overlong reward shaping, no KL penalty."""
+
+    _bounds: ClassVar[dict[str, str]] = {
+        "max_sampling_rounds": ">= 1",
+        "overlong_max_length": ">= 1",
+        "overlong_penalty_factor": ">= 0",
+    }
+
+    clip_eps_high: float = 0.28
+
+    dynamic_sampling: bool = True
+    """Drop groups whose rewards are all equal and sample more until the batch is full."""
+    max_sampling_rounds: int = 10
+    """Most sampling rounds per training step before DynamicSamplingExhausted is raised."""
+    overlong_shaping: bool = True
+    """Punish responses longer than overlong_max_length − overlong_cache_length (DAPO eq. 13)."""
+    overlong_max_length: int | None = None
+    """L_max of the overlong punishment, in sampled tokens; None: max_new_tokens."""
+    overlong_cache_length: int = 64
+    """L_cache: the punishment falls linearly from 0 to −overlong_penalty_factor over the last
+    this many tokens before L_max."""
+    overlong_penalty_factor: float = 1.0
+    """Scale of the overlong punishment (1 in the paper)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require(
+            not self.overlong_shaping or 0 < self.overlong_cache_length <= self.overlong_length,
+            self,
+            "overlong_cache_length",
+            f"must lie in (0, L_max={self.overlong_length}]",
+            "use about a fifth of L_max (DAPO: 4096 of 20480)",
+        )
+
+    @property
+    def overlong_length(self) -> int:
+        """L_max: ``overlong_max_length``, or ``max_new_tokens`` when that is None."""
+        if self.overlong_max_length is None:
+            return self.max_new_tokens
+        return self.overlong_max_length

@@ -1,0 +1,417 @@
+"""``check_env``: agentgym's env contract, stricter than Gymnasium's checker.
+
+Gymnasium's ``check_env`` checks the Gymnasium API. This checks what an LLM agent env owes a
+training loop on top of it: chat-message spaces, seeded determinism, valid tool schemas, fresh
+data on every call, a bounded answer to any model output (garbage included), idempotent close and
+a serialisable spec. It runs every check, collects every failure, and raises one
+``EnvCheckError`` listing them all.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pickle
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import gymnasium as gym
+import jsonschema
+import numpy as np
+from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.utils.passive_env_checker import data_shares_objects
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.errors import EnvCheckError, EnvStateError
+from agentgym.core.spaces import AssistantTurn, Messages
+
+__all__ = ["MAX_ECHO_CHARS", "CheckReport", "check_env"]
+
+MAX_ECHO_CHARS = 100_000
+"""Most characters the env's own messages may hold in answer to a 1 MB action: an env that echoes
+a huge model output back whole would blow up the context of every later turn."""
+
+_HUGE = 1_000_000
+_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NUM_SAMPLES = 32
+_NUM_SAMPLE_STEPS = 8
+
+# [start, stop) code point ranges for random unicode; none holds a surrogate (D800-DFFF).
+_UNICODE_RANGES = np.array(
+    [
+        [0x00, 0x20],  # C0 controls, NUL included
+        [0x20, 0x7F],  # ASCII
+        [0x7F, 0xA0],  # DEL and C1 controls
+        [0x300, 0x370],  # combining marks
+        [0x590, 0x700],  # Hebrew and Arabic (right to left)
+        [0x200B, 0x2030],  # zero-width and bidi controls
+        [0x4E00, 0x9FFF],  # CJK
+        [0x1F300, 0x1FA00],  # emoji
+    ]
+)
+# Candidate values for "arguments of the wrong type": the first one a property rejects is used.
+_WRONG_VALUES: tuple[Any, ...] = ({"not": "expected"}, 12345, "not the expected type", [1, 2], True)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``check_env`` ran on an env that passed."""
+
+    env_name: str
+    checks: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
+    steps: int = 0
+    """Env steps taken by the checks."""
+
+    @property
+    def num_checks(self) -> int:
+        return len(self.checks)
+
+
+@dataclass
+class _Run:
+    """State of one ``check_env`` call: the env, the seed and the failures found so far."""
+
+    env: gym.Env[Any, Any]
+    seed: int
+    failures: list[str] = field(default_factory=list)
+    check: str = ""
+    steps: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.failures.append(f"[{self.check}] {message}")
+
+    def reset(self, where: str, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        result = self.env.reset(**kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            self.fail(f"{where} returned {_short(result)}, not an (obs, info) pair")
+            return (), {}
+        self.check_obs(result[0], where)
+        if not isinstance(result[1], dict):
+            self.fail(f"{where} returned info of type {_type_name(result[1])}, not dict")
+        return result
+
+    def step(self, action: Any, where: str) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        result = self.env.step(action)
+        self.steps += 1
+        if not (isinstance(result, tuple) and len(result) == 5):
+            self.fail(f"{where} returned {_short(result)}, not a 5-tuple")
+            return (), 0.0, True, False, {}
+        obs, reward, terminated, truncated, info = result
+        self.check_obs(obs, where)
+        if not isinstance(reward, float | np.floating) or not math.isfinite(reward):
+            self.fail(f"{where} returned reward {reward!r}: it must be a finite float")
+        for flag, value in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(value, bool):
+                self.fail(f"{where} returned {flag}={value!r} ({_type_name(value)}), not a bool")
+        if not isinstance(info, dict):
+            self.fail(f"{where} returned info of type {_type_name(info)}, not dict")
+        return result
+
+    def check_obs(self, obs: Any, where: str) -> None:
+        if obs not in self.env.observation_space:
+            self.fail(f"{where} returned an observation not in observation_space: {_short(obs)}")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def _type_name(value: Any) -> str:
+    module, name = type(value).__module__, type(value).__qualname__
+    return name if module == "builtins" else f"{module}.{name}"
+
+
+def _episode_over(result: tuple[Any, ...]) -> bool:
+    return bool(result[2]) or bool(result[3])
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def _check_spaces(run: _Run) -> None:
+    obs_space, action_space = run.env.observation_space, run.env.action_space
+    if not isinstance(obs_space, Messages):
+        run.fail(f"observation_space is {obs_space!r}, not agentgym.core.spaces.Messages")
+    if not isinstance(action_space, AssistantTurn):
+        run.fail(f"action_space is {action_space!r}, not agentgym.core.spaces.AssistantTurn")
+    for name, space in (("observation_space", obs_space), ("action_space", action_space)):
+        if isinstance(space, gym.spaces.Text):
+            run.fail(f"{name} is gymnasium.spaces.Text: it mangles unicode and vector batching")
+
+
+def _tool_schema_problems(schema: Any) -> list[str]:
+    if not isinstance(schema, dict) or schema.get("type") != "function":
+        return [f'{_short(schema)} is not {{"type": "function", "function": {{...}}}}']
+    function = schema.get("function")
+    if not isinstance(function, dict):
+        return [f"tool schema {_short(schema)} has no 'function' object"]
+    name = function.get("name")
+    problems = []
+    if not (isinstance(name, str) and _TOOL_NAME_RE.match(name)):
+        problems.append(f"tool name {_short(name)} does not match {_TOOL_NAME_RE.pattern}")
+    if not isinstance(function.get("description"), str):
+        problems.append(f"tool {name!r} has no description string")
+    parameters = function.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        return [*problems, f"tool {name!r}: parameters {_short(parameters)} is not an object"]
+    try:
+        jsonschema.Draft202012Validator.check_schema(parameters)
+    except jsonschema.SchemaError as e:
+        problems.append(f"tool {name!r}: parameters is not valid JSON Schema: {e.message}")
+    return problems
+
+
+def _tool_schemas_of(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The well-formed tool schemas in a reset ``info`` (an empty list when there are none)."""
+    tools = info.get("tools")
+    if not isinstance(tools, list):
+        return []
+    return [t for t in tools if not _tool_schema_problems(t)]
+
+
+def _check_reset_info(run: _Run) -> None:
+    _, info = run.reset(f"reset(seed={run.seed})", seed=run.seed)
+    tools = info.get("tools") if isinstance(info, dict) else None
+    if not isinstance(tools, list):
+        run.fail(f'reset info["tools"] is {_short(tools)}, not a list of tool schemas')
+        return
+    for schema in tools:
+        for problem in _tool_schema_problems(schema):
+            run.fail(f'reset info["tools"]: {problem}')
+    names = [t["function"]["name"] for t in _tool_schemas_of(info)]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        run.fail(f'reset info["tools"] declares these tool names more than once: {duplicates}')
+
+
+def _compare(run: _Run, what: str, first: Any, second: Any) -> None:
+    if not data_equivalence(first, second):
+        run.fail(
+            f"{what} differs between two runs with seed={run.seed}: "
+            f"{_short(first)} != {_short(second)}"
+        )
+
+
+def _check_determinism(run: _Run) -> None:
+    if run.env.spec is not None and run.env.spec.nondeterministic:
+        run.skipped.append("determinism (spec.nondeterministic)")
+        return
+    where = f"reset(seed={run.seed})"
+    first = copy.deepcopy(run.reset(where, seed=run.seed))
+    second = run.reset(where, seed=run.seed)
+    _compare(run, "reset observation", first[0], second[0])
+    _compare(run, "reset info", first[1], second[1])
+    run.env.action_space.seed(run.seed)
+    action = run.env.action_space.sample()
+    run.reset(where, seed=run.seed)
+    one = copy.deepcopy(run.step(action, f"first step({_short(action, 60)})"))
+    run.reset(where, seed=run.seed)
+    two = run.step(action, f"first step({_short(action, 60)})")
+    for what, a, b in zip(
+        ("observation", "reward", "terminated", "truncated", "info"), one, two, strict=True
+    ):
+        _compare(run, f"first step {what}", a, b)
+
+
+def _check_samples(run: _Run) -> None:
+    for name, space in (
+        ("action_space", run.env.action_space),
+        ("observation_space", run.env.observation_space),
+    ):
+        space.seed(run.seed)
+        for _ in range(_NUM_SAMPLES):
+            sample = space.sample()
+            if sample not in space:
+                run.fail(f"{name}.sample() returned {_short(sample)}, which it does not contain")
+    run.env.action_space.seed(run.seed)
+    run.reset(f"reset(seed={run.seed})", seed=run.seed)
+    for _ in range(_NUM_SAMPLE_STEPS):
+        action = run.env.action_space.sample()
+        if _episode_over(run.step(action, f"step({_short(action, 60)})")):
+            run.reset("reset()")
+
+
+def _random_unicode(rng: np.random.Generator, length: int) -> str:
+    ranges = _UNICODE_RANGES[rng.integers(0, len(_UNICODE_RANGES), size=length)]
+    return "\x00" + "".join(map(chr, rng.integers(ranges[:, 0], ranges[:, 1])))
+
+
+def _hermes(name: str, arguments: Any) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def _structured(calls: Any, content: str | None = None) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": calls}
+
+
+def _wrong_value(schema: Any) -> Any:
+    for value in _WRONG_VALUES:
+        try:
+            if not jsonschema.Draft202012Validator(schema).is_valid(value):
+                return value
+        except (jsonschema.SchemaError, TypeError):
+            return value
+    return _WRONG_VALUES[0]
+
+
+def _tool_garbage(schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    name = schema["function"]["name"]
+    properties = schema["function"]["parameters"].get("properties") or {}
+    wrong = {key: _wrong_value(sub) for key, sub in properties.items()} or {"unexpected": 1}
+    huge = {key: "A" * _HUGE for key in properties} or {"unexpected": "A" * _HUGE}
+    bad_json = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": name, "arguments": "{not json"},
+    }
+    return [
+        (f"wrong argument types for {name}", _hermes(name, wrong)),
+        (f'{name} with "arguments": "not an object"', _hermes(name, "not an object")),
+        (f"{name} with 1 MB arguments", _hermes(name, huge)),
+        (f"structured {name} call with non-JSON arguments", _structured([bad_json])),
+    ]
+
+
+def garbage_actions(tools: list[dict[str, Any]], seed: int) -> list[tuple[str, Any]]:
+    """Labelled actions no env may raise on: empty, huge, random unicode, malformed tool calls."""
+    rng = np.random.default_rng(seed)
+    actions: list[tuple[str, Any]] = [
+        ("empty string", ""),
+        ("1 MB of text", ("A" * 1023 + "\n") * 1024),
+        *((f"random unicode ({n} chars)", _random_unicode(rng, n)) for n in (1, 64, 4096)),
+        ("random unicode inside <tool_call>", f"<tool_call>{_random_unicode(rng, 64)}</tool_call>"),
+        ("tool call that is not JSON", "<tool_call>{not json</tool_call>"),
+        ("unclosed tool call", '<tool_call>{"name": "x"'),
+        ("unknown tool", _hermes("no_such_tool_agentgym_check", {})),
+        ("1 MB tool name", _hermes("x" * _HUGE, {})),
+        ('"arguments": "not an object"', _hermes("x", "not an object")),
+        ("deeply nested JSON", f"<tool_call>{'[' * 100_000}</tool_call>"),
+        ("structured call without function", _structured([{"id": "c0", "type": "function"}])),
+        ("structured tool_calls that is not a list", _structured("not a list", "")),
+    ]
+    for schema in tools:
+        actions.extend(_tool_garbage(schema))
+    return actions
+
+
+def _env_chars(obs: Any) -> int:
+    """Characters in the messages the env wrote (assistant turns are the agent's own)."""
+    if not isinstance(obs, tuple):
+        return 0
+    return sum(
+        len(str(value))
+        for m in obs
+        if isinstance(m, dict) and m.get("role") != "assistant"
+        for value in m.values()
+    )
+
+
+def _check_garbage(run: _Run) -> None:
+    _, info = run.reset(f"reset(seed={run.seed})", seed=run.seed)
+    tools = _tool_schemas_of(info) if isinstance(info, dict) else []
+    for label, action in garbage_actions(tools, run.seed):
+        where = f"step(<{label}>)"
+        try:
+            result = run.step(action, where)
+        except Exception as e:
+            run.fail(f"{where} raised {type(e).__name__}: {_short(str(e))}")
+            run.reset("reset()")
+            continue
+        if "1 MB" in label and _env_chars(result[0]) >= MAX_ECHO_CHARS:
+            run.fail(
+                f"{where}: the env's messages hold {_env_chars(result[0])} characters; "
+                f"keep them under {MAX_ECHO_CHARS} (truncate echoed model output)"
+            )
+        if _episode_over(result):
+            run.reset("reset()")
+
+
+def _check_no_sharing(run: _Run) -> None:
+    run.env.action_space.seed(run.seed)
+    calls = [("reset (call 1)", run.reset(f"reset(seed={run.seed})", seed=run.seed))]
+    for _ in range(3):
+        result = run.step(run.env.action_space.sample(), "step")
+        calls.append((f"step (call {len(calls) + 1})", (result[0], result[4])))
+        if _episode_over(result):
+            break
+    calls.append((f"reset (call {len(calls) + 1})", run.reset("reset(seed)", seed=run.seed)))
+    for (where_1, data_1), (where_2, data_2) in combinations(calls, 2):
+        for what, a, b in (("observations", data_1[0], data_2[0]), ("infos", data_1[1], data_2[1])):
+            if data_shares_objects(a, b):
+                run.fail(f"the {what} returned by {where_1} and {where_2} share a mutable object")
+
+
+def _check_spec(run: _Run) -> None:
+    spec = run.env.spec
+    if spec is None:
+        run.skipped.append("spec (the env was not made by gym.make)")
+        return
+    if pickle.loads(pickle.dumps(spec)) != spec:
+        run.fail(f"spec {spec.id!r} does not survive a pickle round trip unchanged")
+    json.loads(spec.to_json())
+
+
+def _check_close(run: _Run) -> None:
+    run.env.close()
+    run.env.close()
+    try:
+        run.env.reset(seed=run.seed)
+    except EnvStateError:
+        return
+    except Exception as e:
+        run.fail(f"reset after close raised {type(e).__name__}, not agentgym.error.EnvStateError")
+        return
+    run.fail("reset after close did not raise agentgym.error.EnvStateError")
+
+
+_CHECKS: tuple[tuple[str, Callable[[_Run], None]], ...] = (
+    ("spaces", _check_spaces),
+    ("reset info", _check_reset_info),
+    ("determinism", _check_determinism),
+    ("samples", _check_samples),
+    ("garbage actions", _check_garbage),
+    ("fresh data", _check_no_sharing),
+    ("spec", _check_spec),
+    ("close", _check_close),  # last: it closes the env
+)
+
+
+def check_env(env: gym.Env[Any, Any], *, seed: int = 0) -> CheckReport:
+    """Check ``env`` (an ``AgentEnv``, wrapped or not) against agentgym's env contract.
+
+    Runs every check even after a failure, then raises ``agentgym.error.EnvCheckError`` listing
+    all failures. The checks reset and step ``env`` many times and **close it** at the end.
+
+    Args:
+        env: the env, e.g. ``gym.make("agentgym/FrozenLake-v0")``.
+        seed: the seed for resets, action sampling and generated garbage.
+
+    Returns:
+        A ``CheckReport`` naming the checks that ran.
+    """
+    unwrapped = getattr(env, "unwrapped", env)
+    spec = getattr(env, "spec", None)
+    name = spec.id if spec is not None else type(unwrapped).__name__
+    if not isinstance(env, gym.Env) or not isinstance(unwrapped, AgentEnv):
+        raise EnvCheckError(name, [f"env.unwrapped is {type(unwrapped).__name__}, not an AgentEnv"])
+    run = _Run(env, seed)
+    ran = []
+    for check, fn in _CHECKS:
+        run.check = check
+        skipped = len(run.skipped)
+        try:
+            fn(run)
+        except Exception as e:
+            run.fail(f"raised {type(e).__name__}: {_short(str(e))}")
+        if len(run.skipped) == skipped:
+            ran.append(check)
+    if run.failures:
+        raise EnvCheckError(name, run.failures)
+    return CheckReport(name, tuple(ran), tuple(run.skipped), run.steps)
