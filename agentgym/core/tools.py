@@ -54,9 +54,9 @@ def _json_type(annotation: Any, where: str) -> dict[str, Any]:
         item = args[0] if args else None
         return {"type": "array", **({"items": _json_type(item, where)} if item else {})}
     if origin is typing.Literal:
-        return {"enum": list(args)}
+        return _typed_enum(list(args))
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return {"enum": [m.value for m in annotation]}
+        return _typed_enum([m.value for m in annotation])
     if origin in (typing.Union, types.UnionType):
         options = [_json_type(a, where) for a in args if a is not type(None)]
         schema = options[0] if len(options) == 1 else {"anyOf": options}
@@ -69,12 +69,24 @@ def _json_type(annotation: Any, where: str) -> dict[str, Any]:
     )
 
 
+def _typed_enum(values: list[Any]) -> dict[str, Any]:
+    """An enum schema that also names its JSON type when all values share one: chat templates
+    and OpenAI-style validators expect ``"type"`` next to ``"enum"``."""
+    kinds = {type(v) for v in values}
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if len(kinds) == 1 and (kind := kinds.pop()) in names:
+        return {"type": names[kind], "enum": values}
+    return {"enum": values}
+
+
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` that also accepts ``null`` (JSON Schema has no OpenAPI-style "nullable")."""
+    if "enum" in schema:
+        schema = {**schema, "enum": [*schema["enum"], None]}
     if isinstance(schema.get("type"), str):
         return {**schema, "type": [schema["type"], "null"]}
     if "enum" in schema:
-        return {**schema, "enum": [*schema["enum"], None]}
+        return schema
     if "anyOf" in schema:
         return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
     return schema  # {} (Any) accepts null already

@@ -60,8 +60,13 @@ PAINT_SCHEMA = {
                     "type": "integer",
                     "description": "index of the wall, counted clockwise from the door.",
                 },
-                "color": {"enum": ["red", "blue"], "description": "the paint colour."},
+                "color": {
+                    "type": "string",
+                    "enum": ["red", "blue"],
+                    "description": "the paint colour.",
+                },
                 "finish": {
+                    "type": "string",
                     "enum": ["matte", "gloss"],
                     "description": "the surface finish.",
                     "default": "matte",
@@ -265,3 +270,20 @@ def test_tool_call_failed_raised_by_the_tool_propagates() -> None:
 
     with pytest.raises(ToolCallFailed, match="no"):
         asyncio.run(Tool.from_function(refuse).call({}))
+
+
+def test_literal_schema_names_its_type_and_optional_literal_accepts_null() -> None:
+    def pick(mode: Literal["fast", "slow"] | None = None) -> str:
+        """Pick a mode.
+
+        Args:
+            mode: how to go.
+        """
+        return str(mode)
+
+    picked = Tool.from_function(pick)
+    assert picked.parameters["properties"]["mode"]["type"] == ["string", "null"]
+    assert picked.parameters["properties"]["mode"]["enum"] == ["fast", "slow", None]
+    assert picked.validation_error({"mode": None}) is None
+    assert picked.validation_error({"mode": "fast"}) is None
+    assert picked.validation_error({"mode": "medium"}) is not None
