@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
@@ -34,18 +35,30 @@ class _ThreadLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
 
     def __del__(self) -> None:
-        if not self.loop.is_running():
+        # A forked child inherits the parent's epoll instance: closing the loop there would
+        # unregister the parent's descriptors, so only the process that made it closes it.
+        if self.pid == os.getpid() and not self.loop.is_running():
             self.loop.close()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
     holder: _ThreadLoop | None = getattr(_local, "holder", None)
-    if holder is None or holder.loop.is_closed():
+    if holder is None or holder.loop.is_closed() or holder.pid != os.getpid():
         holder = _ThreadLoop()
         _local.holder = holder
     return holder.loop
+
+
+def _forget_helper_after_fork() -> None:
+    # The helper thread does not exist in a forked child; start a fresh one on demand.
+    global _helper_loop, _helper_lock
+    _helper_loop, _helper_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_helper_after_fork)
 
 
 def _helper() -> asyncio.AbstractEventLoop:

@@ -129,3 +129,26 @@ def test_no_deadline_when_seconds_is_none() -> None:
         return "done"
 
     assert asyncio.run(main()) == "done"
+
+
+def test_a_forked_child_gets_its_own_loop_and_leaves_the_parents_working() -> None:
+    import os
+
+    from agentgym.core import aio
+
+    async def pid() -> int:
+        await asyncio.sleep(0)
+        return os.getpid()
+
+    parent_loop = aio._thread_loop()
+    assert aio.run_sync(pid()) == os.getpid()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        ok = aio._thread_loop() is not parent_loop and aio.run_sync(pid()) == os.getpid()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # The child dropping its copy must not have unregistered the parent's self-pipe.
+    assert aio._thread_loop() is parent_loop
+    assert aio.run_sync(pid()) == os.getpid()
+    assert aio.run_sync(asyncio.sleep(0.01, result="still works")) == "still works"
