@@ -102,7 +102,14 @@ class AgentEnv(gym.Env[Observation, Action]):
         raise NotImplementedError(f"{type(self).__name__} must implement astep")
 
     async def aclose(self) -> None:
-        """Release what the env holds (sandboxes, servers). Called at most once."""
+        """Release what the env holds (sandboxes, servers). Subclasses end with
+        ``await super().aclose()``, which marks the env closed; ``close()`` calls this at most
+        once, and async owners (the vector env) check ``closed`` first."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # --- the synchronous Gymnasium API --------------------------------------------------------
 
@@ -121,8 +128,10 @@ class AgentEnv(gym.Env[Observation, Action]):
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
-        run_sync(self.aclose())
+        try:
+            run_sync(self.aclose())
+        finally:
+            self._closed = True
 
     def render(self) -> str | None:  # type: ignore[override]
         text = "\n\n".join(

@@ -87,6 +87,7 @@ class ToolEnv(AgentEnv):
 
     async def aclose(self) -> None:
         self.closed_count += 1
+        await super().aclose()
 
 
 def _hermes(name: str, arguments: Any) -> str:
