@@ -24,7 +24,7 @@ train: setup
 	$(BIN)/agentgym train --env agentgym/FrozenLake-v0
 
 lint: setup
-	$(BIN)/ruff check agentgym tests benchmarks
+	$(BIN)/ruff check agentgym tests benchmarks scripts
 
 test: lint
 	$(BIN)/pytest -q --durations=15

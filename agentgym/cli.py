@@ -258,9 +258,27 @@ def describe_tool(schema: dict[str, Any]) -> str:
 
 # --- the command ------------------------------------------------------------------------------
 
+def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    # Declared here, loaded lazily: the server needs the [serve] extra, `agentgym list` does not.
+    from agentgym.inference.server import add_serve_arguments
+
+    add_serve_arguments(parser)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from agentgym.inference.server import run_serve
+
+    return run_serve(args)
+
+
 COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
+    "serve": Command(
+        "serve a model over an OpenAI-compatible HTTP API (chat, tool calls, token ids)",
+        _add_serve_arguments,
+        _run_serve,
+    ),
 }
 
 

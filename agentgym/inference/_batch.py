@@ -1,0 +1,236 @@
+"""The running batch of ``HFEngine``: left-padded rows that share one KV cache.
+
+Rows join between decode steps (their prompts are prefilled together, then their cache is
+left-padded to the batch's length and concatenated) and leave as soon as they finish (their cache
+rows are dropped and fully padded columns trimmed). Each row's position ids count only its real
+tokens, so padding never shifts a row's positions; padded key columns are masked out.
+
+Everything here runs on the engine's worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from agentgym.core.errors import Error
+from agentgym.inference.base import Completion, FinishReason, SamplingParams
+from agentgym.inference.sampling import sample_rows, sampling_logprobs
+
+__all__ = ["Row", "RunningBatch"]
+
+
+@dataclass(eq=False)
+class Row:
+    """One request being decoded."""
+
+    prompt: list[int]
+    sampling: SamplingParams
+    stop_ids: frozenset[int]
+    generator: torch.Generator | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish: FinishReason | None = None
+    stop: str | int | None = None
+
+
+class RunningBatch:
+    """Rows being decoded together, their KV cache ``[B, heads, T, dim]`` and mask ``[B, T]``."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        decode: Callable[[list[int], bool], str],
+        pad_id: int,
+        max_positions: int | None,
+    ) -> None:
+        self.model = model
+        self.decode = decode
+        self.pad_id = pad_id
+        self.max_positions = max_positions
+        self.rows: list[Row] = []
+        self.cache: DynamicCache | None = None
+        self.mask = torch.zeros(0, 0, dtype=torch.long)
+        self.positions = torch.zeros(0, dtype=torch.long)  # [B] real tokens in the cache
+        self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def step(self, joining: list[Row], version: int) -> list[tuple[Row, Completion]]:
+        """Prefill ``joining``, decode one token for every row, and return the finished rows."""
+        done = self._retire()  # rows aborted since the last step
+        logits: list[torch.Tensor] = []
+        if self.rows:
+            logits.append(self._decode())
+        if joining:
+            logits.append(self._prefill(joining))
+        if logits:
+            self._sample(torch.cat(logits))
+        done += self._retire()
+        return [(row, self.completion(row, version)) for row in done]
+
+    def clear(self) -> list[Row]:
+        rows, self.rows, self.cache = self.rows, [], None
+        self.mask = torch.zeros(0, 0, dtype=torch.long)
+        self.positions = torch.zeros(0, dtype=torch.long)
+        return rows
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
+    ) -> torch.Tensor:
+        kwargs = {"logits_to_keep": 1} if self._keep_arg else {}
+        device = self.device
+        out = self.model(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=pos.to(device),
+            past_key_values=cache,
+            use_cache=True,
+            **kwargs,
+        )
+        return out.logits[:, -1].float().cpu()  # [B, V]
+
+    def _decode(self) -> torch.Tensor:
+        assert self.cache is not None
+        ids = torch.tensor([[row.tokens[-1]] for row in self.rows])
+        self.mask = torch.cat([self.mask, torch.ones(len(self.rows), 1, dtype=torch.long)], dim=1)
+        logits = self._forward(ids, self.mask, self.positions[:, None], self.cache)
+        self.positions = self.positions + 1
+        return logits
+
+    def _prefill(self, joining: list[Row]) -> torch.Tensor:
+        width = max(len(row.prompt) for row in joining)
+        ids = torch.full((len(joining), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros(len(joining), width, dtype=torch.long)
+        for i, row in enumerate(joining):
+            ids[i, width - len(row.prompt) :] = torch.tensor(row.prompt)
+            mask[i, width - len(row.prompt) :] = 1
+        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        logits = self._forward(ids, mask, pos, cache)
+        self._join(joining, cache, mask)
+        return logits
+
+    def _join(self, joining: list[Row], cache: DynamicCache, mask: torch.Tensor) -> None:
+        lengths = torch.tensor([len(row.prompt) for row in joining])
+        if not self.rows:
+            self.rows, self.cache, self.mask, self.positions = list(joining), cache, mask, lengths
+            return
+        assert self.cache is not None
+        width = max(self.mask.shape[1], mask.shape[1])
+        old_kv, old_mask = _left_pad(self.cache, self.mask, width)
+        new_kv, new_mask = _left_pad(cache, mask, width)
+        merged = [
+            (torch.cat([ka, kb]), torch.cat([va, vb]))
+            for (ka, va), (kb, vb) in zip(old_kv, new_kv, strict=True)
+        ]
+        self.cache = DynamicCache(ddp_cache_data=merged)
+        self.mask = torch.cat([old_mask, new_mask])
+        self.positions = torch.cat([self.positions, lengths])
+        self.rows += joining
+
+    def _sample(self, logits: torch.Tensor) -> None:
+        params = [row.sampling for row in self.rows]
+        logprobs = sampling_logprobs(
+            logits,
+            temperature=torch.tensor([p.temperature for p in params]),
+            top_k=torch.tensor([p.top_k for p in params]),
+            top_p=torch.tensor([p.top_p for p in params]),
+        )
+        tokens = sample_rows(logprobs, [p.greedy for p in params], [r.generator for r in self.rows])
+        chosen = logprobs.gather(1, tokens[:, None])[:, 0]
+        for row, token, logprob, used in zip(
+            self.rows, tokens.tolist(), chosen.tolist(), self.positions.tolist(), strict=True
+        ):
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+            self._check_finish(row, used + 1)
+
+    def _check_finish(self, row: Row, context: int) -> None:
+        token = row.tokens[-1]
+        if token in row.stop_ids:
+            row.finish, row.stop = "stop", token
+        elif row.sampling.stop and (matched := self._stop_string(row)) is not None:
+            row.finish, row.stop = "stop", matched
+        elif len(row.tokens) >= row.sampling.max_tokens or (
+            self.max_positions is not None and context >= self.max_positions
+        ):
+            row.finish = "length"
+
+    def _stop_string(self, row: Row) -> str | None:
+        # A stop string of n characters spans at most 4n byte-level tokens; decode only that tail.
+        window = 4 * max(len(s) for s in row.sampling.stop) + 2
+        tail = self.decode(row.tokens[-window:], False)
+        return next((s for s in row.sampling.stop if s in tail), None)
+
+    def _retire(self) -> list[Row]:
+        keep = [i for i, row in enumerate(self.rows) if row.finish is None]
+        if len(keep) == len(self.rows):
+            return []
+        done = [row for row in self.rows if row.finish is not None]
+        if not keep:
+            self.clear()
+            return done
+        assert self.cache is not None
+        index = torch.tensor(keep)
+        self.cache.batch_select_indices(index.to(self.device))
+        self.rows = [self.rows[i] for i in keep]
+        self.mask, self.positions = self.mask[index], self.positions[index]
+        self._trim()
+        return done
+
+    def _trim(self) -> None:
+        """Drop leading cache columns that are padding in every row."""
+        first = int(self.mask.any(dim=0).long().argmax())
+        if first == 0:
+            return
+        assert self.cache is not None
+        kv = [(k[..., first:, :], v[..., first:, :]) for k, v in _kv(self.cache)]
+        self.cache = DynamicCache(ddp_cache_data=kv)
+        self.mask = self.mask[:, first:]
+
+    def completion(self, row: Row, version: int) -> Completion:
+        text = self.decode(row.tokens, True)
+        if isinstance(row.stop, str) and (cut := text.find(row.stop)) >= 0:
+            text = text[:cut]
+        return Completion(
+            token_ids=list(row.tokens),
+            logprobs=list(row.logprobs),
+            finish_reason=row.finish or "abort",
+            text=text,
+            stop=row.stop,
+            weight_version=version,
+        )
+
+
+def _left_pad(
+    cache: DynamicCache, mask: torch.Tensor, width: int
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """The cache's per-layer ``(keys, values)`` and the mask, left-padded to ``width`` columns."""
+    extra = width - mask.shape[1]
+    kv = _kv(cache)
+    if extra == 0:
+        return kv, mask
+    pad = (0, 0, extra, 0)  # dim -2 (sequence), on the left
+    padded = [(torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad)) for k, v in kv]
+    return padded, torch.nn.functional.pad(mask, (extra, 0))
+
+
+def _kv(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer ``(keys, values)`` ``[B, heads, T, dim]`` of an attention KV cache."""
+    kv = []
+    for layer in cache.layers:
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if not isinstance(keys, torch.Tensor) or not isinstance(values, torch.Tensor):
+            raise Error(
+                f"HFEngine batches attention KV caches only; this model's cache has a "
+                f"{type(layer).__name__} layer. Fix: serve it with SGLangEngine or OpenAIEngine."
+            )
+        kv.append((keys, values))
+    return kv

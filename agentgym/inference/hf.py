@@ -1,0 +1,306 @@
+"""``HFEngine``: a transformers model in-process, with dynamic batching and a KV cache.
+
+Requests go into a queue; one worker task on the running event loop admits queued requests
+between decode steps (up to ``max_batch_size`` rows), so a request that arrives while a batch runs
+joins it at the next step, and a finished request leaves at once. Each step (prefill of the
+joining rows, one decode step for the others, sampling) runs on the engine's own worker thread
+(``loop.run_in_executor``; a dedicated thread, so envs using ``asyncio.to_thread`` cannot starve
+it), and the event loop keeps serving envs and HTTP while the model computes.
+
+Sampling follows ``agentgym.inference.sampling_logprobs``; every request has its own
+``torch.Generator`` (seeded from ``SamplingParams.seed``, else from the engine's seed), so a seeded
+request gives the same tokens whatever else is in the batch, up to float rounding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentgym.core.errors import ConfigError, Error
+from agentgym.inference._batch import Row, RunningBatch
+from agentgym.inference.base import Completion, EngineClosedError, SamplingParams
+
+__all__ = ["EngineStats", "HFEngine"]
+
+
+@dataclass
+class EngineStats:
+    """Counters for tests and benchmarks."""
+
+    steps: int = 0
+    """Decode steps run (a step samples one token for every row)."""
+    tokens: int = 0
+    """Tokens sampled."""
+    max_rows: int = 0
+    """Most rows ever decoded together."""
+    joins: int = 0
+    """Prefills that joined a batch already running."""
+
+
+class HFEngine:
+    """Generate with a transformers causal LM in this process (CPU or one GPU).
+
+    Args:
+        model: a ``PreTrainedModel`` whose forward accepts ``past_key_values`` (any causal LM).
+        tokenizer: its tokenizer (EOS ids, decoding for stop strings and ``Completion.text``).
+        max_batch_size: most requests decoded together; more wait in the queue.
+        device: move the model there first (default: leave it where it is).
+        seed: seeds the generators of requests that bring no ``SamplingParams.seed``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 64,
+        device: torch.device | str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ConfigError("max_batch_size", max_batch_size, "must be >= 1", "use e.g. 64")
+        self.model = model.to(device) if device is not None else model
+        self.model.eval()
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        pad = (
+            tokenizer.pad_token_id
+            if tokenizer.pad_token_id is not None
+            else min(self.eos_ids, default=0)
+        )
+        max_positions = getattr(model.config, "max_position_embeddings", None)
+        self._batch = RunningBatch(self.model, self._decode, int(pad), max_positions)
+        self._pending: deque[tuple[Row, asyncio.Future[Completion]]] = deque()
+        self._futures: dict[int, asyncio.Future[Completion]] = {}
+        self._seeds = random.Random(seed)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentgym-hfengine")
+        self._paused = 0
+        self._closed = False
+        self.weight_version = 0
+        self.stats = EngineStats()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    async def generate(
+        self, prompt_token_ids: Sequence[int], sampling: SamplingParams | None = None
+    ) -> Completion:
+        """Sample one completion; see ``InferenceEngine.generate``."""
+        if self._closed:
+            raise EngineClosedError("HFEngine.generate() after close(). Fix: make a new engine.")
+        sampling = sampling or SamplingParams()
+        prompt = self._check_prompt(prompt_token_ids)
+        max_positions = self._batch.max_positions
+        if max_positions is not None and len(prompt) >= max_positions:
+            return Completion(
+                [],
+                [],
+                "length",
+                text="",
+                weight_version=self.weight_version,
+                info={
+                    "reason": f"prompt of {len(prompt)} tokens fills the "
+                    f"{max_positions}-token context"
+                },
+            )
+        self._ensure_worker()
+        stop_ids = frozenset(sampling.stop_token_ids) | (
+            frozenset() if sampling.ignore_eos else self.eos_ids
+        )
+        seed = sampling.seed if sampling.seed is not None else self._seeds.getrandbits(63)
+        generator = None if sampling.greedy else torch.Generator().manual_seed(seed)
+        row = Row(prompt, sampling, stop_ids, generator)
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._pending.append((row, future))
+        self._futures[id(row)] = future
+        self._wake.set()
+        return await future
+
+    async def update_weights(
+        self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]
+    ) -> None:
+        """Copy ``weights`` (a state dict, or a directory of ``*.safetensors``) into the model in
+        place. New requests wait; running ones finish on the old weights first."""
+        if self._closed:
+            raise EngineClosedError(
+                "HFEngine.update_weights() after close(). Fix: make a new engine."
+            )
+        self._ensure_worker()
+        self._paused += 1
+        try:
+            await self._idle.wait()
+            async with self._step_lock:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._load, weights
+                )
+                self.weight_version += 1
+        finally:
+            self._paused -= 1
+            self._wake.set()
+
+    async def close(self) -> None:
+        """Stop the worker; queued and running requests end with finish_reason "abort"."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None and not self._worker.done():
+            async with self._step_lock:
+                self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        self._executor.shutdown(wait=False)
+        rows = self._batch.clear() + [row for row, _ in self._pending]
+        self._pending.clear()
+        for row in rows:
+            row.finish = row.finish or "abort"
+            self._resolve(row, self._batch.completion(row, self.weight_version))
+
+    # -- worker -------------------------------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._worker is not None and not self._worker.done() and self._loop is loop:
+            return
+        if self._loop is not None and self._loop is not loop and self._loop.is_running():
+            raise Error(
+                "HFEngine is serving another running event loop. Fix: call it from that "
+                "loop, or make one engine per loop."
+            )
+        self._batch.clear()
+        self._pending.clear()
+        self._futures.clear()
+        self._loop = loop
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._step_lock = asyncio.Lock()
+        self._worker = loop.create_task(self._work(), name="agentgym-hfengine")
+
+    async def _work(self) -> None:
+        while True:
+            self._abort_cancelled()
+            joining = self._admit()
+            if not joining and not self._batch.rows:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            self._idle.clear()
+            async with self._step_lock:
+                try:
+                    loop = asyncio.get_running_loop()
+                    finished = await loop.run_in_executor(self._executor, self._step, joining)
+                except Exception as error:  # a model failure fails its requests, not the engine
+                    self._fail(joining + self._batch.clear(), error)
+                    continue
+            for row, completion in finished:
+                self._resolve(row, completion)
+
+    def _admit(self) -> list[Row]:
+        joining: list[Row] = []
+        room = self.max_batch_size - len(self._batch.rows)
+        while self._pending and not self._paused and len(joining) < room:
+            row, future = self._pending.popleft()
+            if future.cancelled():
+                self._futures.pop(id(row), None)
+                continue
+            joining.append(row)
+        return joining
+
+    def _abort_cancelled(self) -> None:
+        for row in self._batch.rows:
+            future = self._futures.get(id(row))
+            if future is None or future.cancelled():
+                row.finish = "abort"
+
+    def _step(self, joining: list[Row]) -> list[tuple[Row, Completion]]:
+        with torch.inference_mode():
+            if joining and self._batch.rows:
+                self.stats.joins += 1
+            finished = self._batch.step(joining, self.weight_version)
+        self.stats.steps += 1
+        self.stats.tokens += len(self._batch.rows) + len(finished)
+        self.stats.max_rows = max(self.stats.max_rows, len(self._batch.rows) + len(finished))
+        return finished
+
+    def _resolve(self, row: Row, completion: Completion) -> None:
+        future = self._futures.pop(id(row), None)
+        if future is not None and not future.done():
+            future.set_result(completion)
+
+    def _fail(self, rows: list[Row], error: Exception) -> None:
+        for row in rows:
+            future = self._futures.pop(id(row), None)
+            if future is not None and not future.done():
+                future.set_exception(error)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _decode(self, tokens: list[int], skip_special: bool) -> str:
+        return str(self.tokenizer.decode(tokens, skip_special_tokens=skip_special))
+
+    def _check_prompt(self, prompt_token_ids: Sequence[int]) -> list[int]:
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise ConfigError("prompt_token_ids", prompt, "is empty", "render at least one token")
+        bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ConfigError(
+                "prompt_token_ids",
+                bad[:5],
+                f"are outside the vocabulary [0, {self.vocab_size})",
+                "tokenize with this model's tokenizer",
+            )
+        return prompt
+
+    def _load(self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]) -> None:
+        if isinstance(weights, str | os.PathLike):
+            weights = _read_safetensors(Path(weights))
+        with torch.no_grad():
+            result = self.model.load_state_dict(dict(weights), strict=False)
+        if result.unexpected_keys:
+            raise ConfigError(
+                "weights",
+                sorted(result.unexpected_keys)[:5],
+                "are not parameters of this model",
+                "pass model.state_dict() keys",
+            )
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    ids: set[int] = set()
+    config = getattr(model, "generation_config", None) or model.config
+    eos = getattr(config, "eos_token_id", None)
+    ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise ConfigError(
+            "weights",
+            str(path),
+            "holds no .safetensors file",
+            "pass a state dict, or a checkpoint saved with save_pretrained",
+        )
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        state.update(load_file(file))
+    return state

@@ -1,0 +1,83 @@
+"""The sampling distribution, as pure torch functions shared by the engine and by trainers.
+
+``sampling_logprobs`` is the exact distribution ``HFEngine`` draws from, so a trainer that
+recomputes "old" log-probabilities with a teacher-forced forward pass and this function gets the
+engine's numbers (to float rounding)::
+
+    logits = model(input_ids).logits[0, prompt_len - 1 : -1]      # [T, V]
+    logp = sampling_logprobs(logits, temperature=0.7, top_p=0.9)   # [T, V]
+    token_logp = logp.gather(-1, completion_ids[:, None])[:, 0]    # [T]
+
+Order of operations (as in transformers and vLLM): divide by the temperature, keep the top-k
+tokens, then keep the smallest most-likely set whose probability reaches top_p (a token is kept
+when the mass of the tokens ranked above it is below top_p), renormalise.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["sample_rows", "sampling_logprobs"]
+
+
+def sampling_logprobs(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    top_k: int | torch.Tensor = 0,
+    top_p: float | torch.Tensor = 1.0,
+) -> torch.Tensor:
+    """Log-probabilities ``[..., V]`` of the sampling distribution over the last dimension.
+
+    Each parameter is a number or a tensor broadcastable to ``logits.shape[:-1]`` (per-row
+    settings). Temperature 0 (greedy) is reported as temperature 1 without filtering. Filtered-out
+    tokens get ``-inf``. Computed in float32.
+    """
+    logits = logits.float()
+    lead = logits.shape[:-1]
+    vocab = logits.shape[-1]
+    temp = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device).expand(lead)
+    greedy = temp == 0
+    scaled = logits / torch.where(greedy, torch.ones_like(temp), temp).unsqueeze(-1)
+    k = torch.as_tensor(top_k, dtype=torch.long, device=logits.device).expand(lead)
+    p = torch.as_tensor(top_p, dtype=torch.float32, device=logits.device).expand(lead)
+    k = torch.where((k <= 0) | greedy, torch.full_like(k, vocab), k.clamp(max=vocab))
+    p = torch.where(greedy, torch.ones_like(p), p)
+    if bool((k < vocab).any()) or bool((p < 1).any()):
+        scaled = _filter(scaled, k, p)
+    return torch.log_softmax(scaled, dim=-1)
+
+
+def _filter(scaled: torch.Tensor, k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``scaled`` with every token outside the top-k / top-p set set to -inf."""
+    ordered, order = scaled.sort(dim=-1, descending=True)  # [..., V]
+    ranks = torch.arange(scaled.shape[-1], device=scaled.device)
+    drop = ranks >= k.unsqueeze(-1)
+    ordered = ordered.masked_fill(drop, float("-inf"))
+    probs = torch.softmax(ordered, dim=-1)
+    mass_above = probs.cumsum(dim=-1) - probs
+    drop = drop | (mass_above >= p.unsqueeze(-1))
+    drop[..., 0] = False  # the most likely token always stays
+    return scaled.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), float("-inf"))
+
+
+def sample_rows(
+    logprobs: torch.Tensor,
+    greedy: list[bool],
+    generators: list[torch.Generator | None],
+) -> torch.Tensor:
+    """One token id per row of ``logprobs`` ``[B, V]``: argmax for greedy rows, else a draw from
+    ``exp(logprobs)`` with that row's own generator (so a request's tokens do not depend on which
+    other requests share its batch).
+
+    A draw is ``argmax(p / e)`` with ``e ~ Exp(1)`` i.i.d. per token (the exponential form of the
+    Gumbel-max trick): exact, and one vectorised argmax for the whole batch.
+    """
+    noise = torch.ones_like(logprobs, dtype=torch.float32)
+    sampled = False
+    for row, (is_greedy, gen) in enumerate(zip(greedy, generators, strict=True)):
+        if not is_greedy:
+            noise[row].exponential_(generator=gen)
+            sampled = True
+    if not sampled:
+        return logprobs.argmax(dim=-1)
+    return (logprobs.float().exp() / noise).argmax(dim=-1)

@@ -1,0 +1,284 @@
+"""``agentgym serve``: an OpenAI-compatible server over ``HFEngine``.
+
+Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` (tools in, hermes
+``<tool_call>`` blocks parsed into ``tool_calls`` out) and ``POST /v1/completions`` (a text or
+token-id prompt; with ``return_token_ids`` the sampled ids come back, and ``logprobs`` are the
+sampling distribution's, so ``OpenAIEngine`` gets trainable token-level results). Streaming and
+``n > 1`` are not offered. vLLM's extensions ``top_k``, ``stop_token_ids``, ``ignore_eos``,
+``return_token_ids`` and ``return_tokens_as_token_ids`` are accepted.
+
+The CLI entry points ``add_serve_arguments`` / ``run_serve`` are wired into ``agentgym.cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from agentgym.core.errors import ConfigError
+from agentgym.inference.base import Completion, SamplingParams
+from agentgym.inference.chat import parse_assistant, render_ids
+
+__all__ = ["add_serve_arguments", "build_app", "run_serve", "serve"]
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": status}},
+        status_code=status,
+    )
+
+
+def _sampling(body: dict[str, Any]) -> SamplingParams:
+    if body.get("stream"):
+        raise _BadRequest("stream=true is not supported by agentgym serve")
+    if int(body.get("n") or 1) != 1:
+        raise _BadRequest("n > 1 is not supported; send n separate requests")
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 256
+    temperature = body.get("temperature")
+    top_p = body.get("top_p")
+    return SamplingParams(
+        temperature=1.0 if temperature is None else float(temperature),
+        top_p=1.0 if top_p is None else float(top_p),
+        top_k=int(body.get("top_k") or 0),
+        max_tokens=int(max_tokens),
+        stop=body.get("stop") or (),
+        stop_token_ids=body.get("stop_token_ids") or (),
+        seed=body.get("seed"),
+        ignore_eos=bool(body.get("ignore_eos", False)),
+    )
+
+
+def _usage(prompt: list[int], completion: Completion) -> dict[str, int]:
+    n = len(completion.token_ids)
+    return {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}
+
+
+def _finish(completion: Completion, tool_calls: bool = False) -> str:
+    return (
+        "tool_calls"
+        if tool_calls and completion.finish_reason == "stop"
+        else completion.finish_reason
+    )
+
+
+class _Routes:
+    """The request handlers of one app: parse, generate, answer in OpenAI's shapes."""
+
+    def __init__(self, engine: Any, tokenizer: Any, model_name: str, tool_parser: str) -> None:
+        self.engine, self.tokenizer = engine, tokenizer
+        self.model_name, self.tool_parser = model_name, tool_parser
+
+    def token_text(self, ids: list[int]) -> list[str]:
+        return [str(self.tokenizer.decode([i], skip_special_tokens=False)) for i in ids]
+
+    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list | str):
+            prompt = prompt[0]  # a batch of one
+        if isinstance(prompt, str):
+            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            return prompt
+        raise _BadRequest("prompt must be a string or a non-empty list of token ids (one prompt)")
+
+    def answer(
+        self,
+        kind: str,
+        prompt: list[int],
+        out: Completion,
+        choice: dict[str, Any],
+        body: dict[str, Any],
+    ) -> JSONResponse:
+        choice["logprob_mode"] = out.logprob_mode
+        if body.get("return_token_ids"):
+            choice["token_ids"], choice["prompt_token_ids"] = out.token_ids, prompt
+        prefix = "chatcmpl" if kind == "chat.completion" else "cmpl"
+        return JSONResponse(
+            {
+                "id": f"{prefix}-{uuid.uuid4().hex}",
+                "object": kind,
+                "created": int(time.time()),
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": _usage(prompt, out),
+            }
+        )
+
+    async def completions(self, request: Request) -> JSONResponse:
+        body = await _read(request)
+        prompt, sampling = self.prompt_ids(body), _sampling(body)
+        out = await self.engine.generate(prompt, sampling)
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": out.text or "",
+            "logprobs": None,
+            "finish_reason": out.finish_reason,
+            "stop_reason": out.stop,
+        }
+        if body.get("logprobs") is not None:
+            as_ids = body.get("return_tokens_as_token_ids")
+            tokens = (
+                [f"token_id:{i}" for i in out.token_ids]
+                if as_ids
+                else self.token_text(out.token_ids)
+            )
+            choice["logprobs"] = {
+                "tokens": tokens,
+                "token_logprobs": out.logprobs,
+                "top_logprobs": None,
+                "text_offset": None,
+            }
+        return self.answer("text_completion", prompt, out, choice, body)
+
+    async def chat(self, request: Request) -> JSONResponse:
+        body = await _read(request)
+        messages, tools = body.get("messages"), body.get("tools")
+        if not isinstance(messages, list) or not messages:
+            raise _BadRequest("messages must be a non-empty list")
+        sampling = _sampling(body)
+        prompt = render_ids(self.tokenizer, messages, tools=tools, add_generation_prompt=True)
+        out = await self.engine.generate(prompt, sampling)
+        message: dict[str, Any] = {"role": "assistant", "content": out.text or ""}
+        if tools and body.get("tool_choice") != "none":
+            call_ids = f"call_{uuid.uuid4().hex[:8]}_"
+            message = dict(
+                parse_assistant(out.text or "", parser=self.tool_parser, id_prefix=call_ids)
+            )
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "finish_reason": _finish(out, bool(message.get("tool_calls"))),
+        }
+        if body.get("logprobs"):
+            tokens = self.token_text(out.token_ids)
+            choice["logprobs"] = {
+                "content": [
+                    {"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
+                    for t, lp in zip(tokens, out.logprobs, strict=True)
+                ]
+            }
+        return self.answer("chat.completion", prompt, out, choice, body)
+
+    async def models(self, request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {"id": self.model_name, "object": "model", "created": 0, "owned_by": "agentgym"}
+                ],
+            }
+        )
+
+    async def health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+
+async def _read(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError as e:
+        raise _BadRequest(f"the body is not JSON: {e}") from e
+    if not isinstance(body, dict):
+        raise _BadRequest("the body must be a JSON object")
+    return body
+
+
+def _guarded(
+    handler: Callable[[Request], Awaitable[JSONResponse]],
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """``handler`` with bad requests answered as HTTP 400 in OpenAI's error shape."""
+
+    async def endpoint(request: Request) -> JSONResponse:
+        try:
+            return await handler(request)
+        except (_BadRequest, ConfigError, TypeError, ValueError) as e:
+            return _error(str(e))
+
+    return endpoint
+
+
+def build_app(
+    engine: Any, tokenizer: Any, *, model_name: str = "agentgym-tiny", tool_parser: str = "hermes"
+) -> Starlette:
+    """The ASGI app serving ``engine`` (an ``HFEngine``, or any ``InferenceEngine`` whose
+    completions carry ``text``) under the name ``model_name``."""
+    routes = _Routes(engine, tokenizer, model_name, tool_parser)
+    return Starlette(
+        routes=[
+            Route("/health", routes.health, methods=["GET"]),
+            Route("/v1/models", routes.models, methods=["GET"]),
+            Route("/v1/completions", _guarded(routes.completions), methods=["POST"]),
+            Route("/v1/chat/completions", _guarded(routes.chat), methods=["POST"]),
+        ]
+    )
+
+
+def serve(
+    model: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_batch_size: int = 64,
+    seed: int = 0,
+    device: str | None = None,
+    dtype: str | None = None,
+    model_name: str | None = None,
+) -> None:
+    """Load ``model`` (a local directory, or ``None`` for the tiny policy) and serve it."""
+    import uvicorn
+
+    from agentgym.inference.hf import HFEngine
+    from agentgym.models import load
+
+    lm, tokenizer = load(model, seed=seed, dtype=dtype, device=device)
+    engine = HFEngine(lm, tokenizer, max_batch_size=max_batch_size, seed=seed)
+    name = model_name or (str(model) if model else "agentgym-tiny")
+    uvicorn.run(
+        build_app(engine, tokenizer, model_name=name), host=host, port=port, log_level="info"
+    )
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``agentgym serve``'s arguments on ``parser``; dispatch with ``run_serve(args)``."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="local transformers model directory (default: the tiny policy)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    parser.add_argument("--max-batch-size", type=int, default=64, help="requests decoded together")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="tiny-policy weights and unseeded sampling"
+    )
+    parser.add_argument("--device", default=None, help="e.g. cuda:0 (default cpu)")
+    parser.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: the checkpoint's)")
+    parser.add_argument("--model-name", default=None, help="name reported by /v1/models")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    serve(
+        args.model,
+        host=args.host,
+        port=args.port,
+        max_batch_size=args.max_batch_size,
+        seed=args.seed,
+        device=args.device,
+        dtype=args.dtype,
+        model_name=args.model_name,
+    )
+    return 0
