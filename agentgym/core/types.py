@@ -109,6 +109,11 @@ class Episode:
     """Per assistant turn, the ``[start, end)`` slice of ``token_ids`` the model sampled."""
     metrics: dict[str, float] = field(default_factory=dict)
     trainable: bool = True
+    group: int | None = None
+    """Episodes with the same ``group`` (from one collect call) played the same task: compare
+    their returns (GRPO). ``None`` outside a collector."""
+    seed: int | None = None
+    """The reset seed of the episode's task, when known."""
 
     @property
     def rewards(self) -> list[float]:
@@ -128,4 +133,7 @@ class Episode:
 
     @property
     def infra_error(self) -> bool:
+        """Whether the reset or a step failed for a reason outside the model (drop the sample)."""
+        if self.reset_info.get("infra_error", False):
+            return True
         return any(t.info.get("infra_error", False) for t in self.turns)

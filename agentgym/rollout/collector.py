@@ -1,0 +1,216 @@
+"""The collector: a policy (engine + chat template) against an ``AgentVectorEnv``, ragged.
+
+Every sub-env runs its own episode: as soon as its reset or step comes back, its next prompt goes
+to the engine, and as soon as that completion comes back, the env steps. Nothing waits for the
+other envs. A group of ``group_size`` envs starts a new task together (``submit_reset_group``)
+once all of its members have finished their episodes.
+
+Everything runs on the caller's event loop: engine calls are tasks, env calls are the vector
+env's ragged work, and one loop here waits for whichever finishes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import numpy as np
+
+from agentgym.core.errors import Error
+from agentgym.core.types import Episode, Turn
+from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
+from agentgym.rollout.config import RolloutPlan
+from agentgym.rollout.episode import EpisodeBuilder
+from agentgym.rollout.render import ChatRenderer
+from agentgym.vector import AgentVectorEnv, Transition
+
+__all__ = ["Collector"]
+
+
+class Collector:
+    """Runs ``plan.num_episodes`` episodes of ``venv`` with ``engine``; see the module docstring.
+
+    One instance serves one collect call (``episodes()`` once).
+    """
+
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        venv: AgentVectorEnv,
+        renderer: ChatRenderer,
+        plan: RolloutPlan,
+    ) -> None:
+        self.engine = engine
+        self.venv = venv
+        self.renderer = renderer
+        self.plan = plan
+        self.env_id = venv.spec.id if venv.spec is not None else None
+        self.builders: dict[int, EpisodeBuilder] = {}  # env index -> its running episode
+        self.submitted: dict[int, float] = {}  # env index -> when its env call was submitted
+        self.completions: dict[int, Completion] = {}  # env index -> its last completion
+        self.running: dict[int, int] = {}  # group slot -> members still playing
+        self.launched = 0  # groups started so far
+        self.generating: dict[asyncio.Task[Completion], int] = {}  # engine call -> env index
+        self.receiving: asyncio.Task[Transition] | None = None
+
+    async def episodes(self) -> AsyncGenerator[Episode, None]:
+        """Each episode as it finishes. Exceptions from the engine propagate, with context."""
+        slots = self.venv.num_envs // self.plan.group_size
+        for slot in range(min(slots, self.plan.num_groups)):
+            self._launch(slot)
+        try:
+            while self.builders:
+                for task in await self._wait():
+                    episode = self._handle(task)
+                    if episode is not None:
+                        yield episode
+        finally:
+            await self._cancel()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def _wait(self) -> set[asyncio.Task[Any]]:
+        if self.receiving is None and self.venv.pending:
+            self.receiving = asyncio.ensure_future(self.venv.arecv())
+        waiting: set[asyncio.Task[Any]] = set(self.generating)
+        if self.receiving is not None:
+            waiting.add(self.receiving)
+        if not waiting:  # a bug here, not in the env or the engine
+            raise Error(f"collector stalled: envs {sorted(self.builders)} have nothing in flight")
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        return done
+
+    def _handle(self, task: asyncio.Task[Any]) -> Episode | None:
+        if task is self.receiving:
+            self.receiving = None
+            return self._on_transition(task.result())
+        index = self.generating.pop(task)
+        self._on_completion(index, task.result())  # an engine failure raises here
+        return None
+
+    async def _cancel(self) -> None:
+        tasks = [*self.generating, *([self.receiving] if self.receiving else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.generating.clear()
+        self.receiving = None
+
+    # --- groups --------------------------------------------------------------------------------
+
+    def _launch(self, slot: int) -> None:
+        """Start the next group of the plan on the envs of group slot ``slot``."""
+        group, size = self.launched, self.plan.group_size
+        self.launched += 1
+        seed = self.plan.seed + group
+        now = time.perf_counter()
+        for index in range(slot * size, (slot + 1) * size):
+            self.builders[index] = EpisodeBuilder(self.env_id, index, group, seed)
+            self.submitted[index] = now
+        self.running[slot] = size
+        self.venv.submit_reset_group(slot, seed=seed)
+
+    def _finish(self, builder: EpisodeBuilder) -> Episode:
+        del self.builders[builder.index]
+        self.completions.pop(builder.index, None)
+        slot = builder.index // self.plan.group_size
+        self.running[slot] -= 1
+        if self.running[slot] == 0 and self.launched < self.plan.num_groups:
+            self._launch(slot)
+        return builder.finish()
+
+    # --- one env's episode ---------------------------------------------------------------------
+
+    def _on_transition(self, transition: Transition) -> Episode | None:
+        builder = self.builders[transition.index]
+        builder.env_time += time.perf_counter() - self.submitted.pop(transition.index)
+        if transition.kind == "reset":
+            builder.start(transition.observation, transition.info)
+            if transition.infra_error:
+                return self._finish(builder)
+            prompt = self.renderer.prompt_ids(builder.episode.messages, builder.tools)
+            return self._next_turn(builder, prompt)
+        return self._on_step(builder, transition)
+
+    def _on_step(self, builder: EpisodeBuilder, transition: Transition) -> Episode | None:
+        episode = builder.episode
+        action = episode.messages[builder.turn_started]
+        builder.add_turn(
+            Turn(
+                action,
+                transition.observation,
+                transition.reward,
+                transition.terminated,
+                transition.truncated,
+                dict(transition.info),
+            )
+        )
+        if transition.done:
+            return self._finish(builder)
+        if self.plan.max_turns is not None and builder.num_turns >= self.plan.max_turns:
+            builder.truncate("max_turns")
+            return self._finish(builder)
+        delta = self.renderer.delta_ids(
+            episode.messages[: builder.turn_started],
+            transition.observation,
+            builder.tools,
+            self.completions[builder.index],
+        )
+        return self._next_turn(builder, delta)
+
+    def _next_turn(self, builder: EpisodeBuilder, prompt_ids: list[int]) -> Episode | None:
+        """Append ``prompt_ids`` and ask the engine for the next turn, or end the episode if the
+        context cannot hold them and one sampled token."""
+        max_tokens = self.plan.sampling.max_tokens
+        limit = self.plan.max_context_tokens
+        if limit is not None:
+            room = limit - builder.num_tokens - len(prompt_ids)
+            if room < 1:
+                builder.truncate("context_length")
+                return self._finish(builder)
+            max_tokens = min(max_tokens, room)
+        builder.append_prompt(prompt_ids)
+        sampling = dataclasses.replace(
+            self.plan.sampling, max_tokens=max_tokens, seed=self._request_seed(builder)
+        )
+        task = asyncio.ensure_future(self._generate(builder, sampling))
+        self.generating[task] = builder.index
+        return None
+
+    async def _generate(self, builder: EpisodeBuilder, sampling: SamplingParams) -> Completion:
+        prompt = list(builder.episode.token_ids)
+        start = time.perf_counter()
+        try:
+            completion = await self.engine.generate(prompt, sampling)
+        except Exception as error:
+            error.add_note(
+                f"agentgym.rollout: engine.generate failed for env {builder.index} (group "
+                f"{builder.group}, turn {builder.num_turns + 1}, prompt of {len(prompt)} tokens)"
+            )
+            raise
+        builder.llm_time += time.perf_counter() - start
+        return completion
+
+    def _on_completion(self, index: int, completion: Completion) -> None:
+        builder = self.builders[index]
+        text = completion.text
+        if text is None:
+            text = str(
+                self.renderer.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+            )
+        builder.append_completion(completion, text)
+        self.completions[index] = completion
+        self.submitted[index] = time.perf_counter()
+        self.venv.submit_step(index, text)
+
+    def _request_seed(self, builder: EpisodeBuilder) -> int | None:
+        """A distinct, reproducible seed per request from ``sampling_seed`` (one seed for every
+        request would make a group's members sample the same tokens)."""
+        base = self.plan.sampling.seed
+        if base is None:
+            return None
+        key = [base, builder.group, builder.index % self.plan.group_size, builder.num_turns]
+        return int(np.random.SeedSequence(key).generate_state(1)[0])

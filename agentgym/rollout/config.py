@@ -1,0 +1,165 @@
+"""The collector's arguments, checked and resolved before anything runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentgym.core.errors import ConfigError
+from agentgym.inference.base import SamplingParams
+from agentgym.vector import AgentVectorEnv
+
+__all__ = [
+    "DEFAULT_NUM_ENVS",
+    "RolloutPlan",
+    "default_context",
+    "make_plan",
+    "make_sampling",
+    "resolve_env",
+    "resolve_tokenizer",
+]
+
+DEFAULT_NUM_ENVS = 64
+"""Sub-envs built for an env id when ``num_envs`` is not given (fewer for fewer episodes)."""
+
+_NO_LIMIT = 10**9  # tokenizers report "no limit" as a huge model_max_length
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """What one collect call does."""
+
+    num_episodes: int
+    group_size: int
+    seed: int
+    """Group ``j`` of the call (in launch order) plays the task of reset seed ``seed + j``."""
+    sampling: SamplingParams
+    max_turns: int | None
+    max_context_tokens: int | None
+
+    @property
+    def num_groups(self) -> int:
+        return self.num_episodes // self.group_size
+
+
+def make_plan(
+    num_episodes: int,
+    seed: int | None,
+    *,
+    group_size: int,
+    max_turns: int | None,
+    max_context_tokens: int | None,
+    sampling: Mapping[str, Any],
+) -> RolloutPlan:
+    _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
+    _check_int("num_episodes", num_episodes, 1, "ask for at least one episode")
+    if num_episodes % group_size:
+        raise ConfigError(
+            "num_episodes",
+            num_episodes,
+            f"must be a multiple of group_size={group_size} (a group's episodes share a task "
+            "and are only useful together)",
+            f"ask for {(num_episodes // group_size + 1) * group_size} episodes, or change "
+            "group_size",
+        )
+    if seed is not None:
+        _check_int("seed", seed, 0, "pass None or an int >= 0")
+    if max_turns is not None:
+        _check_int("max_turns", max_turns, 1, "pass None (the env's own limit) or an int >= 1")
+    if max_context_tokens is not None:
+        _check_int("max_context_tokens", max_context_tokens, 2, "pass None or an int >= 2")
+    return RolloutPlan(
+        num_episodes=num_episodes,
+        group_size=group_size,
+        seed=_fresh_seed() if seed is None else seed,
+        sampling=make_sampling(sampling),
+        max_turns=max_turns,
+        max_context_tokens=max_context_tokens,
+    )
+
+
+def make_sampling(fields: Mapping[str, Any]) -> SamplingParams:
+    """``SamplingParams(**fields)``, with a ``ConfigError`` naming an unknown field."""
+    known = {f.name for f in dataclasses.fields(SamplingParams)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ConfigError(
+            "sampling",
+            unknown,
+            "are not SamplingParams fields",
+            f"pass only {sorted(known)}",
+        )
+    return SamplingParams(**fields)
+
+
+def resolve_env(
+    env: str | AgentVectorEnv,
+    num_episodes: int,
+    group_size: int | None,
+    num_envs: int | None,
+    env_kwargs: Mapping[str, Any] | None,
+) -> tuple[AgentVectorEnv, bool]:
+    """``(vector env, whether the collector made it and must close it)``."""
+    if isinstance(env, AgentVectorEnv):
+        if group_size is not None and group_size != env.group_size:
+            raise ConfigError(
+                "group_size",
+                group_size,
+                f"differs from the vector env's group_size={env.group_size}",
+                "leave group_size=None with a vector env, or build it with that group_size",
+            )
+        if num_envs is not None or env_kwargs:
+            raise ConfigError(
+                "num_envs/env_kwargs",
+                (num_envs, env_kwargs),
+                "only apply when env is an env id",
+                "configure the vector env you pass, or pass an env id",
+            )
+        return env, False
+    if not isinstance(env, str):
+        raise ConfigError(
+            "env", type(env).__name__, "must be an env id or an AgentVectorEnv", "pass an id"
+        )
+    size = 1 if group_size is None else group_size
+    if num_envs is None:
+        num_envs = min(num_episodes, max(size, DEFAULT_NUM_ENVS // size * size))
+    kwargs = dict(env_kwargs or {})
+    return AgentVectorEnv.from_id(env, num_envs=num_envs, group_size=size, **kwargs), True
+
+
+def resolve_tokenizer(engine: object, tokenizer: Any) -> Any:
+    """``tokenizer``, or the engine's own (``engine.tokenizer``)."""
+    tokenizer = tokenizer if tokenizer is not None else getattr(engine, "tokenizer", None)
+    if tokenizer is None or not hasattr(tokenizer, "apply_chat_template"):
+        raise ConfigError(
+            "tokenizer",
+            type(tokenizer).__name__,
+            "must be a transformers tokenizer with a chat template (the engine has none)",
+            "pass tokenizer=... (e.g. agentgym.models.load_tokenizer())",
+        )
+    return tokenizer
+
+
+def default_context(engine: object, tokenizer: Any) -> int | None:
+    """The model's ``max_position_embeddings``, else the tokenizer's ``model_max_length``."""
+    config = getattr(getattr(engine, "model", None), "config", None)
+    limit = getattr(config, "max_position_embeddings", None)
+    if isinstance(limit, int) and limit > 1:
+        return limit
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 1 < limit < _NO_LIMIT:
+        return limit
+    return None
+
+
+def _check_int(name: str, value: object, least: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        raise ConfigError(name, value, f"must be an int >= {least}", fix)
+
+
+def _fresh_seed() -> int:
+    return int(np.random.SeedSequence().generate_state(1)[0])

@@ -1,0 +1,128 @@
+"""One episode in the making: its token sequence, turns, timings, and the ``Episode`` it becomes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.core.errors import Error
+from agentgym.core.types import Episode, Message, Observation, Turn, assistant
+from agentgym.inference.base import Completion
+
+__all__ = ["EpisodeBuilder"]
+
+
+@dataclass
+class EpisodeBuilder:
+    """Accumulates one episode of one sub-env.
+
+    ``token_ids``/``loss_mask``/``logprobs`` stay aligned: ``append_prompt`` adds ids with mask 0
+    and logprob 0.0, ``append_completion`` adds the sampled ids exactly as the engine returned
+    them, with mask 1 and their sampling logprobs.
+    """
+
+    env_id: str | None
+    index: int
+    """The sub-env it runs in."""
+    group: int
+    """Which of the collect call's groups it belongs to (members share a task)."""
+    seed: int | None
+    """The reset seed of its task."""
+    episode: Episode = field(init=False)
+    tools: list[dict[str, Any]] | None = None
+    """The tool schemas of ``reset_info["tools"]`` (rendered into the prompt)."""
+    turn_started: int = 0
+    """``len(messages)`` before the assistant turn now in progress."""
+    llm_time: float = 0.0
+    env_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.episode = Episode(self.env_id, group=self.group, seed=self.seed)
+
+    # --- building ------------------------------------------------------------------------------
+
+    def start(self, observation: Observation, info: dict[str, Any]) -> None:
+        """Record the reset: its messages and info."""
+        self.episode.messages.extend(observation)
+        self.episode.reset_info = info
+        tools = info.get("tools")
+        self.tools = list(tools) if tools else None
+
+    def append_prompt(self, ids: list[int]) -> None:
+        episode = self.episode
+        episode.token_ids.extend(ids)
+        episode.loss_mask.extend([0] * len(ids))
+        episode.logprobs.extend([0.0] * len(ids))
+
+    def append_completion(self, completion: Completion, action_text: str) -> Message:
+        """Append the sampled ids and the assistant message; returns that message."""
+        ids, logprobs = completion.token_ids, completion.logprobs
+        if completion.finish_reason == "abort" or not ids or len(logprobs) != len(ids):
+            raise Error(
+                f"the engine returned a completion with {len(ids)} token ids, {len(logprobs)} "
+                f"logprobs and finish_reason {completion.finish_reason!r} for env {self.index} "
+                f"(turn {len(self.episode.turns) + 1}); the collector needs a finished "
+                "completion with >= 1 token and one logprob per token. Fix: keep the engine "
+                "open while collecting, and check its server"
+            )
+        episode = self.episode
+        start = len(episode.token_ids)
+        episode.token_ids.extend(int(t) for t in ids)
+        episode.loss_mask.extend([1] * len(ids))
+        episode.logprobs.extend(float(x) for x in logprobs)
+        episode.turn_spans.append((start, len(episode.token_ids)))
+        if not completion.trainable:
+            episode.trainable = False
+        self.turn_started = len(episode.messages)
+        message = assistant(action_text)
+        episode.messages.append(message)
+        return message
+
+    def add_turn(self, turn: Turn) -> None:
+        """Record the env's answer to the assistant turn in progress."""
+        self.episode.turns.append(turn)
+        self.episode.messages.extend(turn.observation)
+        if turn.info.get("infra_error", False):
+            self.episode.trainable = False
+
+    def truncate(self, reason: str) -> None:
+        """End the episode here: the last turn becomes truncated with ``reason``."""
+        if not self.episode.turns:
+            # Nothing was generated (the first prompt did not fit): nothing to learn from.
+            self.episode.trainable = False
+            self.episode.reset_info = {**self.episode.reset_info, "truncation_reason": reason}
+            return
+        last = self.episode.turns[-1]
+        last.truncated = True
+        last.info = {**last.info, "truncation_reason": reason}
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.episode.token_ids)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.episode.turns)
+
+    # --- finishing -----------------------------------------------------------------------------
+
+    def finish(self) -> Episode:
+        """The episode, with its metrics."""
+        episode = self.episode
+        if episode.infra_error:
+            episode.trainable = False
+        sampled = sum(episode.loss_mask)
+        metrics = {
+            "turns": float(len(episode.turns)),
+            "prompt_tokens": float(len(episode.token_ids) - sampled),
+            "sampled_tokens": float(sampled),
+            "total_tokens": float(len(episode.token_ids)),
+            "llm_time": self.llm_time,
+            "env_time": self.env_time,
+            "return": episode.total_reward,
+        }
+        last_info = episode.turns[-1].info if episode.turns else {}
+        if "success" in last_info:
+            metrics["success"] = float(bool(last_info["success"]))
+        episode.metrics = metrics
+        return episode
