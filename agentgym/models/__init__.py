@@ -1,13 +1,15 @@
 """The tiny default policy, and loading any local transformers model.
 
 The tiny policy is a 1.1M-parameter ``Qwen2ForCausalLM`` whose config, tokenizer and chat
-template ship in ``agentgym/models/tiny/`` (built by ``scripts/build_tiny_tokenizer.py``). It has
-no shipped weights: ``load()`` initialises them from a seed, so the same seed gives the same
-model on every machine, and nothing is downloaded.
+template ship in ``agentgym/models/tiny/`` (built by ``scripts/build_tiny_tokenizer.py``), with
+weights pre-trained on FrozenLake's output format only (``scripts/pretrain_tiny_format.py``: it
+answers a turn with a fenced direction, drawn uniformly; RL teaches it which). Nothing is
+downloaded.
 
 ::
 
-    model, tokenizer = agentgym.models.load()                      # tiny policy, seed 0
+    model, tokenizer = agentgym.models.load()                      # tiny, format-only weights
+    model, tokenizer = agentgym.models.load(seed=0)                # tiny, random weights
     model, tokenizer = agentgym.models.load("runs/r1/checkpoint")   # any local HF model dir
 """
 
@@ -27,7 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["TINY_DIR", "load", "load_tokenizer", "tiny_config"]
 
 TINY_DIR = Path(__file__).resolve().parent / "tiny"
-"""The shipped config, tokenizer and chat template of the tiny policy."""
+"""The shipped config, tokenizer, chat template and weights of the tiny policy."""
+
+PRETRAINED = TINY_DIR / "model.safetensors"
+"""Weights pre-trained on FrozenLake's output format only (``scripts/pretrain_tiny_format.py``)."""
 
 
 def tiny_config(**overrides: Any) -> PretrainedConfig:
@@ -62,7 +67,7 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> PreTra
 def load(
     name_or_path: str | os.PathLike[str] | None = None,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     dtype: torch.dtype | str | None = None,
     device: torch.device | str | None = None,
     config: PretrainedConfig | None = None,
@@ -70,9 +75,10 @@ def load(
     """``(model, tokenizer)`` in eval mode.
 
     Args:
-        name_or_path: ``None`` for the tiny policy (weights from ``seed``), or a local directory
+        name_or_path: ``None`` for the tiny policy, or a local directory
             holding a transformers model (``config.json``, weights, tokenizer).
-        seed: Seeds the tiny policy's initial weights; ignored for a directory.
+        seed: ``None`` loads the tiny policy's shipped format-only weights; an int initialises
+            its weights from that seed instead (random, untrained). Ignored for a directory.
         dtype: e.g. ``torch.bfloat16``; default float32 for the tiny policy, the checkpoint's own
             dtype for a directory.
         device: where to put the model; default CPU.
@@ -83,9 +89,13 @@ def load(
     from transformers import AutoModelForCausalLM
 
     torch_dtype = _dtype(dtype)
-    if name_or_path is None:
+    if name_or_path is None and seed is None and config is None and PRETRAINED.is_file():
+        model = AutoModelForCausalLM.from_pretrained(TINY_DIR, local_files_only=True)
+        model = model.to(dtype=torch_dtype or torch.float32)
+        tokenizer = load_tokenizer()
+    elif name_or_path is None:
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(0 if seed is None else seed)
             model = AutoModelForCausalLM.from_config(config or tiny_config())
         model = model.to(dtype=torch_dtype or torch.float32)
         tokenizer = load_tokenizer()

@@ -1,0 +1,172 @@
+"""The training loop: collect, step, log, checkpoint, and resume exactly where a run stopped.
+
+Episodes come from an ``EpisodeSource``: the seam where the rollout collector plugs in (policy
+x vector env -> episodes). The loop owns the run folder::
+
+    <out>/metrics.jsonl               one line per update, written by rank 0
+    <out>/checkpoints/step-<n>/       Trainer.save, every ``checkpoint_every`` updates
+
+Resuming loads the newest complete checkpoint, restores the source's position from it and cuts
+``metrics.jsonl`` back to the length it had at that checkpoint, so a run killed at any moment
+(SIGKILL included) continues without repeating or skipping an update.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from agentgym.core.errors import ConfigError
+from agentgym.core.types import Episode
+from agentgym.trainers.checkpoint import MANIFEST, find_latest
+
+if TYPE_CHECKING:
+    from agentgym.trainers.trainer import Trainer
+
+__all__ = ["EpisodeSource", "MetricsLog", "fit"]
+
+
+@runtime_checkable
+class EpisodeSource(Protocol):
+    """Where ``fit`` gets episodes: the rollout collector, or any stand-in."""
+
+    def collect(self, num_groups: int) -> list[Episode]:
+        """``num_groups`` groups of ``config.group_size`` episodes (each group's episodes share
+        a task and lie next to each other), sampled with the current policy."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """The source's position (task order, seeds): saved in every checkpoint."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a position ``state_dict`` returned."""
+        ...
+
+
+class MetricsLog:
+    """``metrics.jsonl``, appended and fsynced line by line; ``truncate`` undoes lines written
+    after a checkpoint."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    def truncate(self, size: int) -> None:
+        with open(self.path, "r+b") as f:
+            f.truncate(size)
+
+    def write(self, metrics: Mapping[str, float]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(dict(metrics), sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _source_for(trainer: Trainer, target: Any) -> EpisodeSource:
+    if isinstance(target, EpisodeSource):
+        return target
+    raise ConfigError(
+        "env",
+        target if isinstance(target, str) else type(target).__name__,
+        "needs the rollout collector (agentgym.rollout) to become episodes, and this build "
+        "trains from an EpisodeSource only",
+        "pass an object with collect(num_groups), state_dict() and load_state_dict()",
+    )
+
+
+def _prune(directory: Path, keep: int) -> None:
+    steps = sorted(
+        (int(p.name.removeprefix("step-")), p)
+        for p in directory.glob("step-*")
+        if (p / MANIFEST).is_file()
+    )
+    for _, path in steps[:-keep]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class _RunFolder:
+    """``out``: its metrics log (rank 0) and checkpoints."""
+
+    def __init__(self, out: Path, trainer: Trainer, keep: int) -> None:
+        self.out, self.trainer, self.keep = out, trainer, keep
+        rank0 = trainer.backend.rank == 0
+        self.log = MetricsLog(out / "metrics.jsonl") if rank0 else None
+
+    def start(self, source: EpisodeSource, resume: bool) -> None:
+        latest = find_latest(self.out / "checkpoints") if resume else None
+        if latest is None:  # a fresh run, or one killed before its first checkpoint
+            if self.log is not None:
+                self.log.truncate(0)
+            return
+        self.trainer.load(latest)
+        source.load_state_dict(self.trainer.state["source"])
+        if self.log is not None:
+            self.log.truncate(int(self.trainer.state.get("log_size", 0)))
+
+    def record(self, metrics: Mapping[str, float]) -> None:
+        if self.log is not None:
+            self.log.write(metrics)
+
+    def checkpoint(self, source: EpisodeSource) -> None:
+        trainer = self.trainer
+        log_size = self.log.size() if self.log is not None else 0
+        trainer.state.update(source=source.state_dict(), log_size=log_size)
+        trainer.save(self.out / "checkpoints" / f"step-{trainer.step_count:08d}")
+        if trainer.backend.rank == 0:
+            _prune(self.out / "checkpoints", self.keep)
+
+
+def fit(
+    trainer: Trainer,
+    source: EpisodeSource | Any,
+    *,
+    steps: int,
+    out: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 10,
+    keep_checkpoints: int = 2,
+    resume: bool = True,
+    on_metrics: Callable[[dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train until ``trainer.step_count == steps``; returns this call's update metrics.
+
+    Args:
+        source: An ``EpisodeSource``. Env ids and vector envs need the rollout collector.
+        out: The run folder (metrics and checkpoints); None: nothing is written.
+        checkpoint_every: Save after every this many updates, and after the last.
+        keep_checkpoints: Complete checkpoints kept; older ones are deleted.
+        resume: Continue from the newest checkpoint in ``out`` when there is one.
+        on_metrics: Called with each update's metrics (progress bars, TensorBoard).
+    """
+    for name, value in (
+        ("steps", steps),
+        ("checkpoint_every", checkpoint_every),
+        ("keep_checkpoints", keep_checkpoints),
+    ):
+        if value < 1:
+            raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
+    episodes = _source_for(trainer, source)
+    run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints)
+    if run is not None:
+        run.start(episodes, resume)
+    history = []
+    while trainer.step_count < steps:
+        metrics = trainer.step(episodes.collect(trainer.config.groups_per_batch))
+        if not metrics["update"]:
+            continue  # dynamic sampling wants more groups
+        history.append(metrics)
+        if on_metrics is not None:
+            on_metrics(metrics)
+        if run is not None:
+            run.record(metrics)
+            if trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps:
+                run.checkpoint(episodes)
+    return history

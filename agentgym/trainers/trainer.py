@@ -1,0 +1,381 @@
+"""``Trainer``: episodes in, policy updates out, on any backend.
+
+::
+
+    trainer = agentgym.trainers.make("grpo", backend="torch", config={"group_size": 4})
+    metrics = trainer.step(episodes)       # advantages, losses, optimizer steps, weight push
+    trainer.save("runs/r1/checkpoints/step-00000010")
+    trainer.load("runs/r1/checkpoints/step-00000010")   # the next step is bit-identical
+
+``step`` takes a global batch, the same on every rank; whole groups of ``config.group_size``
+episodes, each group's episodes next to each other. Where the episodes enter, groups holding an
+infra error or an untrainable episode are dropped, DAPO's overlong punishment is added to the
+turn rewards, and DAPO's dynamic sampling keeps informative groups until a batch is full (until
+then ``step`` returns ``update == 0``). The algorithm lives in ``losses``; the backend only runs
+the module.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import torch
+from torch import Tensor, nn
+
+from agentgym.core.aio import run_sync
+from agentgym.core.errors import ConfigError
+from agentgym.core.types import Episode
+from agentgym.trainers import checkpoint
+from agentgym.trainers.algorithms import DynamicSampler
+from agentgym.trainers.backends import Backend, make_backend
+from agentgym.trainers.batch import Sample, admit, shape_rewards
+from agentgym.trainers.config import AlgorithmConfig, config_from_dict, make_config
+from agentgym.trainers.modules import PolicyModule, ValueModel
+from agentgym.trainers.update import episode_metrics, run_update
+
+if TYPE_CHECKING:
+    from agentgym.inference.base import InferenceEngine
+    from agentgym.trainers.fit import EpisodeSource
+
+__all__ = ["TrainOptions", "Trainer", "make"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """How a trainer runs the algorithm, beside the algorithm's own config."""
+
+    old_logprobs: Literal["recompute", "engine"] = "recompute"
+    """π_old: recompute with the policy at the sampling temperature before the update (when the
+    batch takes one optimizer step, the live logprobs detached), or take the engine's sampling
+    logprobs (``Episode.logprobs``) as they are."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW β1, β2."""
+    adam_eps: float = 1e-8
+    """AdamW ε."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear learning-rate warm-up; constant after."""
+    critic_learning_rate: float | None = None
+    """Learning rate of the PPO value model; None: the policy's learning_rate."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainOptions:
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key, value in data.items():
+            if key not in names:
+                raise ConfigError(key, value, "is not a trainer option", f"options: {names}")
+        return cls(**data)
+
+    def __post_init__(self) -> None:
+        if self.old_logprobs not in ("recompute", "engine"):
+            raise ConfigError(
+                "old_logprobs", self.old_logprobs, "is not a source", "use recompute or engine"
+            )
+        if not all(0 <= b < 1 for b in self.adam_betas) or len(self.adam_betas) != 2:
+            raise ConfigError(
+                "adam_betas", self.adam_betas, "must be two values in [0, 1)", "use (0.9, 0.999)"
+            )
+        for name in ("weight_decay", "adam_eps", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, getattr(self, name), "must be >= 0", "use 0 or more")
+        if self.critic_learning_rate is not None and self.critic_learning_rate <= 0:
+            raise ConfigError(
+                "critic_learning_rate",
+                self.critic_learning_rate,
+                "must be > 0",
+                "use e.g. 1e-5, or None",
+            )
+
+
+class Trainer:
+    """Trains ``model`` with ``config``'s algorithm on ``backend``; build it with ``make``.
+
+    The policy is trained in place. With ``config.kl_beta > 0`` a frozen copy of the initial
+    policy is the KL reference; with a critic (PPO) a ``ValueModel`` is built from the policy.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        config: AlgorithmConfig,
+        backend: Backend,
+        *,
+        options: TrainOptions | None = None,
+        engine: InferenceEngine | None = None,
+    ) -> None:
+        self.config, self.backend, self.tokenizer = config, backend, tokenizer
+        self.options = options or TrainOptions()
+        if self.options.old_logprobs == "engine" and config.tis_cap is not None:
+            raise ConfigError(
+                "tis_cap",
+                config.tis_cap,
+                "corrects the gap between engine and trainer logprobs, but old_logprobs='engine'"
+                " uses the engine's as π_old",
+                "set old_logprobs='recompute', or tis_cap=None",
+            )
+        reference = copy.deepcopy(model) if config.kl_beta > 0 else None
+        value = ValueModel.from_policy(model) if config.uses_critic else None
+        self.module = PolicyModule(model, value)
+        backend.prepare(
+            self.module,
+            self._make_optimizer,
+            self._make_scheduler,
+            max_grad_norm=config.max_grad_norm,
+        )
+        self.reference = (
+            None if reference is None else backend.prepare_frozen(PolicyModule(reference))
+        )
+        self.sampler: DynamicSampler[list[Sample]] | None = None
+        if getattr(config, "dynamic_sampling", False):
+            self.sampler = DynamicSampler(config.groups_per_batch, config.max_sampling_rounds)  # type: ignore[attr-defined]
+        self.engine = engine
+        self.step_count = 0
+        """Updates done (optimizer steps happen ``ppo_epochs x num_minibatches`` times each)."""
+        self.state: dict[str, Any] = {}
+        """What a loop needs to continue after ``load`` (data position, log offset); saved."""
+
+    @property
+    def pad_token_id(self) -> int:
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        return 0 if pad is None else int(pad)
+
+    # -- optimizer --------------------------------------------------------------------------
+
+    def _make_optimizer(self, placed: nn.Module) -> torch.optim.Optimizer:
+        module, lr, opts = cast(PolicyModule, placed), self.config.learning_rate, self.options
+        groups: list[dict[str, Any]] = [{"params": list(module.policy.parameters()), "lr": lr}]
+        if module.value is not None:
+            critic_lr = opts.critic_learning_rate or lr
+            groups.append({"params": list(module.value.parameters()), "lr": critic_lr})
+        return torch.optim.AdamW(
+            groups, lr=lr, betas=opts.adam_betas, eps=opts.adam_eps, weight_decay=opts.weight_decay
+        )
+
+    def _make_scheduler(
+        self, optimizer: torch.optim.Optimizer
+    ) -> torch.optim.lr_scheduler.LRScheduler:
+        warmup = self.options.warmup_steps
+
+        def factor(step: int) -> float:
+            return 1.0 if warmup == 0 else min(1.0, (step + 1) / warmup)
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    # -- training ---------------------------------------------------------------------------
+
+    def step(self, episodes: Sequence[Episode], *, push_weights: bool = True) -> dict[str, float]:
+        """One update from ``episodes`` (see the module docstring); returns its metrics. With
+        ``push_weights`` the new weights go to the attached engine (``apush_weights`` from
+        async code)."""
+        start = time.perf_counter()
+        admitted = admit(episodes, self.config.group_size)
+        samples, penalty = shape_rewards([e for g in admitted.groups for e in g], self.config)
+        n = self.config.group_size
+        groups = [samples[i : i + n] for i in range(0, len(samples), n)]
+        metrics = {
+            "dropped_episodes": float(admitted.dropped_episodes),
+            "dropped_groups": float(admitted.dropped_groups),
+        }
+        if penalty is not None and len(penalty):
+            metrics["overlong_penalty_mean"] = float(penalty.mean())
+        if self.sampler is not None:
+            rewards = torch.tensor([[s.reward for s in g] for g in groups], dtype=torch.float64)
+            full = self.sampler.add(groups, rewards.view(len(groups), n))
+            if full is None:
+                return {**metrics, "update": 0.0, "step": float(self.step_count)}
+            groups = full
+            metrics.update(self.sampler.last_stats)
+        if not groups:
+            return {**metrics, "update": 0.0, "step": float(self.step_count)}
+        batch = [s for g in groups for s in g]
+        metrics.update(run_update(self, batch))
+        metrics.update(episode_metrics(batch))
+        self.step_count += 1
+        elapsed = time.perf_counter() - start
+        if push_weights:
+            self.push_weights()
+        tokens = sum(len(s.episode.token_ids) for s in batch)
+        metrics.update(
+            step=float(self.step_count), update=1.0, step_s=elapsed, tokens_per_s=tokens / elapsed
+        )
+        return metrics
+
+    def fit(self, source: EpisodeSource | str | Any, **kwargs: Any) -> list[dict[str, float]]:
+        """Collect and train until ``steps`` updates; see ``agentgym.trainers.fit.fit``."""
+        from agentgym.trainers.fit import fit
+
+        return fit(self, source, **kwargs)
+
+    # -- weights ----------------------------------------------------------------------------
+
+    def attach_engine(self, engine: InferenceEngine | None) -> None:
+        """Push the policy's weights to ``engine`` after every update (None: stop)."""
+        self.engine = engine
+
+    def policy_state_dict(self) -> dict[str, Tensor]:
+        """The policy's full state dict (transformers keys), gathered under ZeRO-3. Collective."""
+        return self.backend.gathered_state_dict(self.module.policy)
+
+    def _engine_anywhere(self) -> bool:
+        here = torch.tensor([float(self.engine is not None)])
+        return bool(self.backend.all_reduce(here).item() > 0)
+
+    def push_weights(self) -> None:
+        """``engine.update_weights(policy_state_dict())``, from synchronous code."""
+        if self._engine_anywhere():
+            weights = self.policy_state_dict()
+            if self.engine is not None:
+                run_sync(self.engine.update_weights(weights))
+
+    async def apush_weights(self) -> None:
+        """``push_weights`` from inside a running event loop (the engine's)."""
+        if self._engine_anywhere():
+            weights = self.policy_state_dict()
+            if self.engine is not None:
+                await self.engine.update_weights(weights)
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write a complete checkpoint to ``path`` atomically (every rank calls it)."""
+        path = Path(path)
+        with checkpoint.atomic_directory(path, self.backend) as tmp:
+            inner = tmp / "trainer"
+            self.backend.save_checkpoint(inner / "backend")
+            checkpoint.save_rng_state(inner / "rng", self.backend.rank)
+            weights = self.policy_state_dict()
+            if self.backend.rank == 0:
+                self._export_policy(tmp, weights)
+                if self.reference is not None:
+                    torch.save(self.reference.state_dict(), inner / "reference.pt")
+                torch.save(self._trainer_state(), inner / "state.pt")
+                checkpoint.write_manifest(tmp, self._manifest())
+        return path
+
+    def _export_policy(self, directory: Path, weights: dict[str, Tensor]) -> None:
+        """The policy as a transformers model directory (``agentgym.models.load`` reads it)."""
+        from transformers.utils import logging as hf_logging
+
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            self.module.policy.save_pretrained(directory, state_dict=weights)
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
+        if hasattr(self.tokenizer, "save_pretrained"):
+            self.tokenizer.save_pretrained(directory)
+
+    def _trainer_state(self) -> dict[str, Any]:
+        return {"step": self.step_count, "state": self.state, "sampler": self.sampler}
+
+    def _manifest(self) -> dict[str, Any]:
+        return {
+            "algo": self.config.algo,
+            "config": self.config.to_dict(),
+            "options": dataclasses.asdict(self.options),
+            "backend": self.backend.name,
+            "world_size": self.backend.world_size,
+            "step": self.step_count,
+        }
+
+    def load(self, path: str | Path) -> Path:
+        """Restore everything ``save`` wrote; the next ``step`` continues exactly. Returns the
+        checkpoint read (``path``, or the previous one a killed save left beside it)."""
+        path = checkpoint.resolve(path)
+        manifest = checkpoint.read_manifest(path)
+        self._check_manifest(path, manifest)
+        inner = path / "trainer"
+        self.backend.load_checkpoint(inner / "backend")
+        if self.reference is not None:
+            reference = torch.load(
+                inner / "reference.pt", map_location=self.backend.device, weights_only=True
+            )
+            self.reference.load_state_dict(reference)
+        # Our own pickle (the sampler holds episodes): load only checkpoints you trust.
+        state = torch.load(inner / "state.pt", weights_only=False)
+        self.step_count, self.state, self.sampler = state["step"], state["state"], state["sampler"]
+        checkpoint.load_rng_state(inner / "rng", self.backend.rank)
+        self.push_weights()
+        return path
+
+    def _check_manifest(self, path: Path, manifest: dict[str, Any]) -> None:
+        ours = (self.config.algo, self.backend.name, self.backend.world_size)
+        theirs = (manifest["algo"], manifest["backend"], manifest["world_size"])
+        if ours != theirs:
+            raise ConfigError(
+                "checkpoint",
+                str(path),
+                f"was written by (algo, backend, world size) {theirs}, not {ours}",
+                "resume with the same algorithm, backend and number of processes",
+            )
+
+
+def _resolve_config(
+    algo: str, config: AlgorithmConfig | Mapping[str, Any] | None
+) -> AlgorithmConfig:
+    if config is None:
+        return make_config(algo)
+    if isinstance(config, Mapping):
+        return config_from_dict({"algo": algo, **config})
+    if not isinstance(config, AlgorithmConfig) or config.algo != algo:
+        raise ConfigError(
+            "config",
+            type(config).__name__,
+            f"is not a config of algo {algo!r}",
+            f"pass make_config({algo!r}, ...), a dict of overrides, or None for the preset",
+        )
+    return config
+
+
+def _resolve_policy(policy: Any) -> tuple[nn.Module, Any]:
+    if isinstance(policy, tuple) and len(policy) == 2:
+        return policy[0], policy[1]
+    if policy is None or isinstance(policy, str | os.PathLike):
+        from agentgym import models
+
+        return models.load(policy)
+    raise ConfigError(
+        "policy",
+        type(policy).__name__,
+        "is not a (model, tokenizer) pair or a model directory",
+        "pass agentgym.models.load(...), a local directory, or None for the tiny policy",
+    )
+
+
+def make(
+    algo: str,
+    backend: str = "torch",
+    *,
+    policy: tuple[nn.Module, Any] | str | os.PathLike[str] | None = None,
+    config: AlgorithmConfig | Mapping[str, Any] | None = None,
+    options: TrainOptions | Mapping[str, Any] | None = None,
+    engine: InferenceEngine | None = None,
+    **backend_options: Any,
+) -> Trainer:
+    """A ``Trainer`` for ``algo`` ("ppo", "grpo", "dapo" or a registered name) on ``backend``.
+
+    Args:
+        policy: ``(model, tokenizer)``, a local model directory, or None for the tiny policy
+            as ``agentgym.models.load()`` gives it.
+        config: The algorithm's config, a dict of overrides of its preset, or None.
+        options: ``TrainOptions`` or a dict of them.
+        engine: An inference engine to push weights to after every update.
+        backend_options: The backend's own (``TorchBackend`` / ``DeepSpeedBackend`` args),
+            e.g. ``zero_stage=3, micro_batch_tokens=8192``.
+    """
+    resolved = _resolve_config(algo, config)
+    if isinstance(options, Mapping):
+        options = TrainOptions.from_dict(options)
+    model, tokenizer = _resolve_policy(policy)
+    runner = make_backend(backend, **backend_options)
+    return Trainer(model, tokenizer, resolved, runner, options=options, engine=engine)

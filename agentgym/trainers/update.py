@@ -1,0 +1,154 @@
+"""One update of a trainer: the no-gradient pass (π_old, π_ref, V_old), advantages, then
+``ppo_epochs`` x ``num_minibatches`` optimizer steps, each accumulated over micro-batches.
+
+Every rank holds the whole batch and runs the same plan (``batch.plan_micro_batches``); the
+no-gradient results of each rank's rows are summed into full ``[B, T]`` tensors, so advantages
+are computed identically everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from agentgym.trainers.batch import Sample, TrainBatch, plan_micro_batches, split_minibatches
+from agentgym.trainers.losses import (
+    TOKEN_MEAN_STATS,
+    compute_advantages,
+    kl_in_reward,
+    micro_batch_loss,
+    minibatch_normalizer,
+)
+
+if TYPE_CHECKING:
+    from agentgym.trainers.trainer import Trainer
+
+__all__ = ["episode_metrics", "run_update"]
+
+
+def _plan(trainer: Trainer, batch: TrainBatch, rows: Sequence[int]) -> list[list[int]]:
+    backend = trainer.backend
+    return plan_micro_batches(
+        rows,
+        batch.lengths,
+        world_size=backend.world_size,
+        rank=backend.rank,
+        token_budget=backend.micro_batch_tokens,
+    )
+
+
+def _needs_old_logprobs(trainer: Trainer) -> bool:
+    """Recomputed π_old is needed before the update unless the batch takes one optimizer step
+    (then π_old is π_θ itself) and the KL penalty does not go into the reward."""
+    config = trainer.config
+    several_steps = config.ppo_epochs * config.num_minibatches > 1
+    return trainer.options.old_logprobs == "recompute" and (several_steps or kl_in_reward(config))
+
+
+@torch.no_grad()
+def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
+    if trainer.options.old_logprobs == "engine":
+        batch = batch.replace(old_logprobs=batch.sampling_logprobs)
+    need_old = _needs_old_logprobs(trainer)
+    need_values = trainer.module.value is not None
+    reference = trainer.reference
+    if not (need_old or need_values or reference is not None):
+        return batch
+    backend, temperature = trainer.backend, trainer.config.temperature
+    wanted = (("old", need_old), ("values", need_values), ("ref", reference is not None))
+    names = [name for name, on in wanted if on]
+    full = {name: torch.zeros(batch.token_ids.shape, dtype=torch.float32) for name in names}
+    for rows in _plan(trainer, batch, range(batch.token_ids.shape[0])):
+        micro = batch.select(rows, backend.device)
+        inputs = {"input_ids": micro.token_ids, "attention_mask": micro.attention_mask}
+        found: dict[str, Tensor] = {}
+        if need_old or need_values:
+            out = backend.forward(**inputs, temperature=temperature, with_entropy=False)
+            found.update(old=out.logprobs, values=out.values)
+        if reference is not None:
+            with backend.autocast():
+                found["ref"] = reference(
+                    **inputs, temperature=temperature, with_entropy=False
+                ).logprobs
+        for name in names if rows else ():
+            full[name][rows, : micro.token_ids.shape[1]] = found[name].float().cpu()
+    for tensor in full.values():
+        backend.all_reduce(tensor)  # rows are disjoint across ranks: the sum assembles them
+    return batch.replace(
+        old_logprobs=full.get("old", batch.old_logprobs),
+        old_values=full.get("values"),
+        ref_logprobs=full.get("ref"),
+    )
+
+
+def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> dict[str, float]:
+    backend, config = trainer.backend, trainer.config
+    normalizer = minibatch_normalizer(config, batch.loss_mask[rows])
+    totals: dict[str, Tensor] = {}
+    for micro_rows in _plan(trainer, batch, rows):
+        micro = batch.select(micro_rows, backend.device)
+        out = backend.forward(
+            input_ids=micro.token_ids,
+            attention_mask=micro.attention_mask,
+            temperature=config.temperature,
+        )
+        loss, stats = micro_batch_loss(config, out, micro, normalizer)
+        backend.backward(loss)
+        for name, value in stats.items():
+            totals[name] = totals.get(name, 0.0) + value.detach().double().cpu()
+    grad_norm = backend.step()
+    names = list(totals)
+    summed = backend.all_reduce(torch.stack([totals[n] for n in names])).tolist()
+    result = dict(zip(names, summed, strict=True))
+    tokens = max(result.pop("tokens"), 1.0)
+    for name in TOKEN_MEAN_STATS & set(result):
+        result[name] /= tokens
+    result["grad_norm"] = grad_norm
+    return result
+
+
+def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
+    """Train on ``samples`` (groups contiguous); returns the minibatch-averaged metrics."""
+    batch = TrainBatch.collate([s.episode for s in samples], trainer.pad_token_id)
+    batch = _no_grad_pass(trainer, batch)
+    advantages = compute_advantages(trainer.config, samples, batch)
+    batch = batch.replace(advantages=advantages.advantages, returns=advantages.returns)
+    config = trainer.config
+    minibatches = split_minibatches(len(samples), min(config.num_minibatches, len(samples)))
+    history = [
+        _train_minibatch(trainer, batch, rows)
+        for _ in range(config.ppo_epochs)
+        for rows in minibatches
+    ]
+    metrics = {name: sum(h[name] for h in history) / len(history) for name in history[0]}
+    metrics["grad_norm_max"] = max(h["grad_norm"] for h in history)
+    metrics["lr"] = trainer.backend.learning_rate()
+    metrics["sampled_tokens"] = float(batch.loss_mask.sum())
+    return metrics
+
+
+def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Reward (as the env gave it), success where the last turn's info says, lengths."""
+    rewards = [s.episode.total_reward for s in samples]
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    metrics = {
+        "episodes": float(len(samples)),
+        "reward_mean": mean,
+        "reward_std": std,
+        "shaped_reward_mean": sum(s.reward for s in samples) / len(samples),
+        "turns_mean": sum(len(s.episode.turns) for s in samples) / len(samples),
+        "response_tokens_mean": sum(sum(s.episode.loss_mask) for s in samples) / len(samples),
+    }
+    outcomes = [
+        bool(s.episode.turns[-1].info["success"])
+        for s in samples
+        if s.episode.turns and "success" in s.episode.turns[-1].info
+    ]
+    if outcomes:
+        metrics["success_rate"] = sum(outcomes) / len(outcomes)
+    return metrics

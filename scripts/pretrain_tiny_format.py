@@ -1,0 +1,159 @@
+"""Pre-train the tiny policy on FrozenLake's output FORMAT only, and ship the weights.
+
+RL has to do the learning: these weights know how to answer a FrozenLake turn (one direction word
+in a fenced block, then end the turn), not which direction is good. The training data are
+episodes played by an engine that picks each direction uniformly at random, independently of the
+board, so the best this pre-training can learn about directions is "each is equally likely".
+``--check`` reports the pre-trained policy's format validity and success rate.
+
+    python scripts/pretrain_tiny_format.py          # writes agentgym/models/tiny/model.safetensors
+    python scripts/pretrain_tiny_format.py --check    # evaluates the shipped weights
+
+Seeded: the same seed, steps and torch version give the same weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from agentgym.core.types import Episode
+from agentgym.envs.frozenlake.text import DIRECTIONS
+from agentgym.inference import Completion, HFEngine, SamplingParams
+from agentgym.models import TINY_DIR, load
+from agentgym.rollout import collect
+
+ENV_ID = "agentgym/FrozenLake-v0"
+
+
+class RandomMoveEngine:
+    """An ``InferenceEngine`` that answers every turn with a uniformly random fenced direction."""
+
+    def __init__(self, tokenizer: object, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.tokenizer = tokenizer
+        self.eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+
+    async def generate(
+        self, prompt_token_ids: Sequence[int], sampling: SamplingParams
+    ) -> Completion:
+        await asyncio.sleep(0)
+        text = f"```{self.rng.choice(DIRECTIONS)}```"
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.eos]  # type: ignore[attr-defined]
+        return Completion(ids, [math.log(0.25)] * len(ids), "stop", text=text)
+
+    async def update_weights(self, weights: object) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        pass
+
+
+def batches(episodes: list[Episode], size: int, rng: random.Random) -> list[list[Episode]]:
+    order = list(episodes)
+    rng.shuffle(order)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Tensor:
+    length = max(len(e.token_ids) for e in batch)
+    ids = torch.full((len(batch), length), pad)
+    mask = torch.zeros((len(batch), length))
+    attention = torch.zeros((len(batch), length), dtype=torch.long)
+    for row, episode in enumerate(batch):
+        n = len(episode.token_ids)
+        ids[row, :n] = torch.tensor(episode.token_ids)
+        mask[row, :n] = torch.tensor(episode.loss_mask, dtype=torch.float32)
+        attention[row, :n] = 1
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]  # [B, T-1, V]
+    nll = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+    ).view(len(batch), -1)  # [B, T-1]
+    target_mask = mask[:, 1:]
+    return (nll * target_mask).sum() / target_mask.sum()
+
+
+def train(args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    model, tokenizer = load(seed=args.seed)
+    episodes = collect(
+        RandomMoveEngine(tokenizer, args.seed),
+        ENV_ID,
+        args.episodes,
+        seed=args.seed,
+        tokenizer=tokenizer,
+        max_turns=args.max_turns,
+    )
+    print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    start, step = time.monotonic(), 0
+    for epoch in range(args.epochs):
+        for batch in batches(episodes, args.batch_size, rng):
+            loss = sft_loss(model, batch, tokenizer.pad_token_id)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            if step % 10 == 0:
+                elapsed = time.monotonic() - start
+                print(f"epoch {epoch} step {step} loss {loss.item():.4f} ({elapsed:.0f} s)")
+    model.eval()
+    # save_pretrained also writes its own config.json; the shipped one is hand-written and stays.
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        target = Path(args.out_dir) / "model.safetensors"
+        shutil.copyfile(Path(tmp) / "model.safetensors", target)
+    print(f"wrote {target}")
+
+
+def check(args: argparse.Namespace) -> None:
+    model, tokenizer = load()
+    engine = HFEngine(model, tokenizer)
+    episodes = collect(
+        engine,
+        ENV_ID,
+        args.check_episodes,
+        seed=10_000,
+        tokenizer=tokenizer,
+        temperature=1.0,
+        max_tokens=16,
+    )
+    invalid = sum(t.info.get("invalid_action", False) for e in episodes for t in e.turns)
+    turns = sum(len(e.turns) for e in episodes)
+    success = sum(bool(e.turns and e.turns[-1].info.get("success")) for e in episodes)
+    rate = success / len(episodes)
+    print(f"invalid actions {invalid}/{turns}; success {success}/{len(episodes)} = {rate:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--episodes", type=int, default=2048, help="random-move episodes to learn from"
+    )
+    parser.add_argument("--max-turns", type=int, default=6, help="turns per training episode")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--out-dir", default=str(TINY_DIR))
+    parser.add_argument("--check", action="store_true", help="evaluate the shipped weights instead")
+    parser.add_argument("--check-episodes", type=int, default=256)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    check(args) if args.check else train(args)
+
+
+if __name__ == "__main__":
+    main()

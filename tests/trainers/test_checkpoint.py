@@ -1,0 +1,187 @@
+"""Checkpoints: exact resume, atomic saves, and a run killed with SIGKILL that resumes without
+repeating or skipping an update."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agentgym import models
+from agentgym.error import ConfigError
+from agentgym.trainers import checkpoint, find_latest, make
+
+from .ds_step import CONFIGS, FIT_CONFIG, NOT_COMPARED, SyntheticSource, synthetic_episodes
+
+REPO = Path(__file__).resolve().parents[2]
+
+# grpo: two minibatches (Adam state, recomputed π_old), a KL reference model;
+# ppo: a value model and KL in the reward; dapo: a dynamic-sampling batch half full at the save.
+RESUME_CONFIGS: dict[str, dict[str, Any]] = {
+    "grpo": FIT_CONFIG,
+    "ppo": CONFIGS["ppo"] | {"learning_rate": 1e-3},
+    "dapo": {"group_size": 4, "batch_size": 8, "learning_rate": 1e-3, "num_minibatches": 2},
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def batches_for(algo: str) -> list[list]:
+    config = RESUME_CONFIGS[algo]
+    size = config.get("group_size", 1)
+    groups = config["batch_size"] // size
+    out = [synthetic_episodes(groups, size, seed=s) for s in range(20, 25)]
+    if algo == "dapo":  # batch 1 has one informative group only: the sampler waits for more
+        for index, batch in enumerate(out):
+            for i, episode in enumerate(batch):
+                informative = index != 1 or i < size
+                episode.turns[-1].reward = float(i % size == 0 or not informative)
+    return out
+
+
+def trainer_for(algo: str, seed: int = 0):
+    return make(algo, policy=models.load(seed=seed), config=RESUME_CONFIGS[algo])
+
+
+def comparable(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if k not in NOT_COMPARED}
+
+
+@pytest.mark.parametrize("algo", sorted(RESUME_CONFIGS))
+def test_resume_continues_bit_identically(algo, tmp_path):
+    batches = batches_for(algo)
+    straight = trainer_for(algo)
+    expected = [comparable(straight.step(b)) for b in batches]
+    if algo == "dapo":
+        assert [m["update"] for m in expected[:3]] == [1, 0, 1]  # saved with a group pending
+
+    first = trainer_for(algo)
+    for batch in batches[:2]:
+        first.step(batch)
+    first.save(tmp_path / "ckpt")
+    del first
+    resumed = trainer_for(algo, seed=1)  # other initial weights: all of them must be loaded
+    resumed.load(tmp_path / "ckpt")
+    got = [comparable(resumed.step(b)) for b in batches[2:]]
+
+    assert got == expected[2:]
+    assert resumed.step_count == straight.step_count
+    for name, tensor in straight.module.state_dict().items():  # policy and value model
+        assert torch.equal(resumed.module.state_dict()[name], tensor), name
+
+
+def test_rng_states_are_restored(tmp_path):
+    trainer = trainer_for("grpo")
+    random.seed(5)
+    torch.manual_seed(5)
+    trainer.save(tmp_path / "ckpt")
+    expected = (random.random(), torch.rand(3))
+    random.random()
+    torch.rand(100)
+    trainer.load(tmp_path / "ckpt")
+    got = (random.random(), torch.rand(3))
+    assert got[0] == expected[0]
+    assert torch.equal(got[1], expected[1])
+
+
+def test_a_checkpoint_is_a_loadable_policy_directory(tmp_path):
+    trainer = trainer_for("grpo")
+    trainer.step(batches_for("grpo")[0])
+    trainer.save(tmp_path / "ckpt")
+    model, _ = models.load(tmp_path / "ckpt")
+    for name, tensor in trainer.policy_state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+
+
+def test_a_failed_save_publishes_nothing_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    trainer = trainer_for("grpo")
+    path = trainer.save(tmp_path / "ckpt")
+    trainer.step(batches_for("grpo")[0])
+
+    def broken(directory: Path) -> None:
+        (directory / "partial").mkdir(parents=True)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(trainer.backend, "save_checkpoint", broken)
+    with pytest.raises(OSError, match="disk full"):
+        trainer.save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    assert checkpoint.read_manifest(path)["step"] == 0
+
+
+def test_a_kill_between_the_two_renames_falls_back_to_the_old_copy(tmp_path):
+    trainer = trainer_for("grpo")
+    path = trainer.save(tmp_path / "ckpt")
+    os.rename(path, tmp_path / ".ckpt.old-deadbeef")  # what a kill after the first rename leaves
+    (tmp_path / ".ckpt.tmp-x").mkdir()  # and the new copy, never renamed into place
+    assert trainer.load(path) == tmp_path / ".ckpt.old-deadbeef"
+    with pytest.raises(ConfigError, match="not a complete agentgym checkpoint"):
+        checkpoint.resolve(tmp_path / "elsewhere")
+
+
+def test_find_latest_ignores_incomplete_directories(tmp_path):
+    trainer = trainer_for("grpo")
+    trainer.save(tmp_path / "step-00000002")
+    (tmp_path / "step-00000003").mkdir()  # no manifest
+    (tmp_path / ".step-00000004.tmp-abc").mkdir()
+    assert find_latest(tmp_path) == tmp_path / "step-00000002"
+    assert find_latest(tmp_path / "missing") is None
+
+
+def worker(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "tests/trainers/ds_step.py", "--fit-worker", "--out", str(out), *extra]
+
+
+def logged_steps(out: Path) -> list[float]:
+    text = (out / "metrics.jsonl").read_text() if (out / "metrics.jsonl").exists() else ""
+    return [json.loads(line)["step"] for line in text.splitlines()]
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_resumes_without_repeating_or_skipping(tmp_path):
+    out, steps = tmp_path / "run", "6"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    killed = subprocess.run(
+        worker(out, "--steps", steps, "--kill-in-save", "3"), cwd=REPO, env=env, timeout=120
+    )
+    assert killed.returncode == -signal.SIGKILL  # killed mid-save of update 3
+    assert logged_steps(out) == [1, 2, 3]  # update 3 was logged before its save
+    assert find_latest(out / "checkpoints") == out / "checkpoints" / "step-00000002"
+
+    # Resume, and kill again at a random moment once update 4 is logged.
+    running = subprocess.Popen(worker(out, "--steps", steps), cwd=REPO, env=env)
+    deadline = time.monotonic() + 120
+    while len(logged_steps(out)) < 4 and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.uniform(0.0, 0.3))
+    running.send_signal(signal.SIGKILL)
+    running.wait(timeout=60)
+
+    finished = subprocess.run(worker(out, "--steps", steps), cwd=REPO, env=env, timeout=120)
+    assert finished.returncode == 0
+    assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
+
+    reference = make("grpo", policy=models.load(seed=0), config=FIT_CONFIG)
+    reference.fit(SyntheticSource(4), steps=6, out=tmp_path / "straight", checkpoint_every=1)
+    resumed_lines = (out / "metrics.jsonl").read_text().splitlines()
+    straight_lines = (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
+    for a, b in zip(resumed_lines, straight_lines, strict=True):
+        assert comparable(json.loads(a)) == comparable(json.loads(b))
+    final = torch.load(out / "final.pt", weights_only=True)
+    for name, tensor in reference.policy_state_dict().items():
+        assert torch.equal(final[name], tensor), name

@@ -1,0 +1,258 @@
+"""``Trainer``: what enters a step, advantages, old-policy logprobs, learning, weight push, fit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import torch
+
+from agentgym import models
+from agentgym.core.types import Episode
+from agentgym.error import ConfigError, DynamicSamplingExhausted
+from agentgym.inference.hf import HFEngine
+from agentgym.trainers import GRPOConfig, TrainOptions, make, make_config
+from agentgym.trainers.batch import Sample, TrainBatch, shape_rewards
+from agentgym.trainers.losses import compute_advantages
+
+from .ds_step import CONFIGS, SyntheticSource, synthetic_episodes
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return models.load(seed=0)
+
+
+def fresh(tiny) -> tuple[Any, Any]:
+    """A trainable copy of the tiny policy (the trainer trains its policy in place)."""
+    model, tokenizer = tiny
+    copy, _ = models.load(seed=0)
+    copy.load_state_dict(model.state_dict())
+    return copy, tokenizer
+
+
+def with_rewards(episodes: list[Episode], rewards: list[float]) -> list[Episode]:
+    """Put ``rewards[i]`` on episode i's last turn (0 on its other turns)."""
+    for episode, reward in zip(episodes, rewards, strict=True):
+        for turn in episode.turns:
+            turn.reward = 0.0
+        episode.turns[-1].reward = reward
+    return episodes
+
+
+def test_make_resolves_presets_overrides_and_mismatches(tiny):
+    trainer = make("grpo", policy=fresh(tiny), config={"group_size": 4, "batch_size": 8})
+    assert isinstance(trainer.config, GRPOConfig)
+    assert (trainer.config.group_size, trainer.config.kl_beta) == (4, 0.04)
+    assert trainer.reference is not None  # kl_beta > 0 keeps a frozen reference
+    with pytest.raises(ConfigError, match="not a config of algo 'grpo'"):
+        make("grpo", policy=fresh(tiny), config=make_config("dapo"))
+    with pytest.raises(ConfigError, match="tis_cap"):
+        make(
+            "grpo",
+            policy=fresh(tiny),
+            config={"tis_cap": 2.0},
+            options=TrainOptions(old_logprobs="engine"),
+        )
+    with pytest.raises(ConfigError, match="old_logprobs"):
+        TrainOptions(old_logprobs="sampler")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a trainer option"):
+        make("grpo", policy=fresh(tiny), options={"warmup": 3})
+
+
+def test_infra_errors_and_untrainable_episodes_drop_their_groups(tiny):
+    trainer = make("grpo", policy=fresh(tiny), config={"group_size": 4, "batch_size": 12})
+    episodes = synthetic_episodes(3, 4, seed=3)
+    episodes[1].turns[-1].info["infra_error"] = True
+    episodes[9].trainable = False
+    metrics = trainer.step(episodes)
+    assert metrics["dropped_episodes"] == 2
+    assert metrics["dropped_groups"] == 2
+    assert metrics["episodes"] == 4
+    assert metrics["update"] == 1
+    before = {k: v.clone() for k, v in trainer.policy_state_dict().items()}
+    nothing = trainer.step(episodes[:4] + episodes[8:])  # both groups broken
+    assert nothing["update"] == 0
+    assert trainer.step_count == 1
+    for name, tensor in trainer.policy_state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
+def test_episode_advantage_covers_every_sampled_token_and_only_those():
+    config = make_config("grpo", group_size=2, batch_size=2)
+    episodes = with_rewards(synthetic_episodes(1, 2, seed=4), [1.0, 0.0])
+    samples = [Sample(e, tuple(e.rewards)) for e in episodes]
+    batch = TrainBatch.collate(episodes, pad_token_id=0)
+    advantages = compute_advantages(config, samples, batch).advantages
+    a = 0.5 / (2**-0.5 + 1e-6)  # (r - mean) / (sample std + eps)
+    expected = torch.tensor([a, -a])[:, None] * batch.loss_mask
+    torch.testing.assert_close(advantages, expected, atol=1e-6, rtol=0)
+
+
+def test_per_turn_credit_gives_each_turn_its_return_to_go():
+    config = make_config("grpo", group_size=2, batch_size=2, per_turn_credit=True)
+    episodes = synthetic_episodes(1, 2, seed=5)
+    for episode, rewards in zip(episodes, [(1.0, 0.0), (0.0, 0.0)], strict=True):
+        for turn, reward in zip(episode.turns, rewards, strict=True):
+            turn.reward = reward
+    samples = [Sample(e, tuple(e.rewards)) for e in episodes]
+    batch = TrainBatch.collate(episodes, pad_token_id=0)
+    advantages = compute_advantages(config, samples, batch).advantages
+    a = 0.5 / (2**-0.5 + 1e-6)  # episode returns 1 and 0: mean 0.5, std 0.707
+    (s0, e0), (s1, e1) = episodes[0].turn_spans
+    assert torch.allclose(advantages[0, s0:e0], torch.tensor(a))  # turn 1 earned the reward
+    assert torch.allclose(advantages[0, s1:e1], torch.tensor(-a))  # turn 2 did not
+    env = slice(e0, s1)
+    assert torch.equal(advantages[0, env], torch.zeros(s1 - e0))
+
+
+def test_kl_in_the_reward_is_summed_per_episode_for_group_advantages():
+    config = make_config(
+        "grpo", group_size=2, batch_size=2, kl_placement="reward", kl_estimator="k1"
+    )
+    episodes = with_rewards(synthetic_episodes(1, 2, seed=6), [1.0, 0.0])
+    samples = [Sample(e, tuple(e.rewards)) for e in episodes]
+    batch = TrainBatch.collate(episodes, pad_token_id=0)
+    old = torch.zeros_like(batch.loss_mask)
+    ref = torch.zeros_like(batch.loss_mask)
+    first = batch.loss_mask[0].nonzero()[0, 0]
+    ref[0, first] = -1.0 / config.kl_beta  # k1 = old − ref: episode 0's KL sums to 1 / β
+    batch = batch.replace(old_logprobs=old, ref_logprobs=ref)
+    advantages = compute_advantages(config, samples, batch).advantages
+    assert torch.equal(advantages, torch.zeros_like(advantages))  # 1 − β·(1/β) = 0 = reward 1
+
+
+def test_overlong_shaping_punishes_each_turn_past_the_expected_length():
+    config = make_config(
+        "dapo", group_size=2, batch_size=2, max_new_tokens=10, overlong_cache_length=4
+    )
+    episode = synthetic_episodes(1, 1, seed=7)[0]
+    prompt = episode.turn_spans[0][0]
+    lengths = [5, 8]  # expected length 10 − 4 = 6: turn 2 is 2 tokens over → −2/4
+    episode.token_ids = episode.token_ids[:prompt] + [7] * sum(lengths)
+    episode.loss_mask = [0] * prompt + [1] * sum(lengths)
+    episode.logprobs = [0.0] * len(episode.token_ids)
+    episode.turn_spans = [(prompt, prompt + 5), (prompt + 5, prompt + 13)]
+    with_rewards([episode], [1.0])
+    [sample], penalty = shape_rewards([episode], config)
+    assert sample.turn_rewards == (0.0, 0.5)
+    assert penalty is not None
+    assert penalty.tolist() == [-0.5]
+
+
+def test_dynamic_sampling_accumulates_informative_groups_until_the_batch_is_full(tiny):
+    config = {"group_size": 4, "batch_size": 8, "max_sampling_rounds": 3}
+    trainer = make("dapo", policy=fresh(tiny), config=config)
+    mixed = with_rewards(synthetic_episodes(2, 4, seed=8), [1, 0, 0, 1, 1, 1, 1, 1])
+    first = trainer.step(mixed)  # one informative group of the two needed
+    assert first["update"] == 0
+    assert trainer.step_count == 0
+    second = trainer.step(with_rewards(synthetic_episodes(2, 4, seed=9), [0, 1, 0, 0] * 2))
+    assert second["update"] == 1
+    assert second["episodes"] == 8
+    assert second["dynamic_sampling/rounds"] == 2
+    same = [1.0] * 8
+    trainer.step(with_rewards(synthetic_episodes(2, 4, seed=10), same))
+    trainer.step(with_rewards(synthetic_episodes(2, 4, seed=11), same))
+    with pytest.raises(DynamicSamplingExhausted):
+        trainer.step(with_rewards(synthetic_episodes(2, 4, seed=12), same))
+
+
+def test_old_logprobs_from_the_engine_or_recomputed(tiny):
+    episodes = synthetic_episodes(2, 4, seed=13)  # made-up sampling logprobs in [−9, −5]
+    recomputed = make("grpo", policy=fresh(tiny), config=CONFIGS["grpo"] | {"tis_cap": None})
+    from_engine = make(
+        "grpo",
+        policy=fresh(tiny),
+        config=CONFIGS["grpo"] | {"tis_cap": None, "num_minibatches": 1},
+        options={"old_logprobs": "engine"},
+    )
+    a, b = recomputed.step(episodes), from_engine.step(episodes)
+    assert a["clip_fraction"] == 0  # π_old recomputed at the sampling temperature: ratio ≈ 1
+    assert a["approx_kl"] < 1e-6
+    assert b["clip_fraction"] > 0.2  # the engine's logprobs are far from the policy's
+    assert b["approx_kl"] > 0.1
+
+
+def mean_logprob(trainer, episodes: list[Episode]) -> float:
+    batch = TrainBatch.collate(episodes, pad_token_id=0)
+    with torch.no_grad():
+        out = trainer.module(batch.token_ids, batch.attention_mask, temperature=1.0)
+    return float((out.logprobs * batch.loss_mask).sum() / batch.loss_mask.sum())
+
+
+def test_grpo_makes_rewarded_responses_more_likely(tiny):
+    config = {"group_size": 4, "batch_size": 8, "learning_rate": 3e-4, "kl_beta": 0.0}
+    trainer = make("grpo", policy=fresh(tiny), config=config)
+    episodes = synthetic_episodes(2, 4, seed=14)
+    good = [e for e in episodes if e.total_reward > 0]
+    bad = [e for e in episodes if e.total_reward == 0]
+    gap = mean_logprob(trainer, good) - mean_logprob(trainer, bad)
+    for _ in range(5):
+        trainer.step(episodes)
+    assert mean_logprob(trainer, good) - mean_logprob(trainer, bad) > gap + 0.5
+
+
+def test_ppo_critic_learns_the_returns(tiny):
+    config = {"batch_size": 8, "learning_rate": 1e-4}
+    trainer = make("ppo", policy=fresh(tiny), config=config, options={"critic_learning_rate": 3e-3})
+    episodes = synthetic_episodes(8, 1, seed=15)
+    losses = [trainer.step(episodes)["value_loss"] for _ in range(6)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+class RecordingEngine:
+    def __init__(self) -> None:
+        self.pushed: list[dict[str, torch.Tensor]] = []
+
+    async def update_weights(self, weights: Any) -> None:
+        self.pushed.append({k: v.clone() for k, v in weights.items()})
+
+
+def test_weights_reach_the_inference_engine_after_each_update(tiny):
+    model, tokenizer = fresh(tiny)
+    engine = HFEngine(models.load(seed=1)[0], tokenizer)
+    trainer = make("grpo", policy=(model, tokenizer), config=CONFIGS["grpo"], engine=engine)
+    trainer.step(synthetic_episodes(2, 4, seed=16))
+    assert engine.weight_version == 1
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(engine.model.state_dict()[name], tensor), name
+    recorder = RecordingEngine()
+    trainer.attach_engine(recorder)  # type: ignore[arg-type]
+    trainer.step(synthetic_episodes(2, 4, seed=17), push_weights=False)
+    assert recorder.pushed == []
+    asyncio.run(trainer.apush_weights())
+    assert recorder.pushed[0].keys() == model.state_dict().keys()
+
+
+def test_fit_trains_logs_and_keeps_the_newest_checkpoints(tiny, tmp_path):
+    trainer = make("grpo", policy=fresh(tiny), config=CONFIGS["grpo"])
+    seen = []
+    history = trainer.fit(
+        SyntheticSource(4),
+        steps=3,
+        out=tmp_path,
+        checkpoint_every=1,
+        keep_checkpoints=2,
+        on_metrics=seen.append,
+    )
+    assert [m["step"] for m in history] == [1, 2, 3]
+    assert seen == history
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "step-00000002",
+        "step-00000003",
+    ]
+    with pytest.raises(ConfigError, match="rollout collector"):
+        trainer.fit("agentgym/FrozenLake-v0", steps=4)
