@@ -30,3 +30,17 @@ __all__ = [
 
 register_builtin_envs()
 load_plugins()
+
+# Heavy layers (torch, transformers, docker) load on first use: ``agentgym.trainers.make(...)``
+# works after a plain ``import agentgym`` without making every import pay for them.
+_LAZY_SUBMODULES = frozenset(
+    {"inference", "models", "rollout", "sandbox", "trainers", "utils", "vector", "wrappers"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"agentgym.{name}")
+    raise AttributeError(f"module 'agentgym' has no attribute {name!r}")

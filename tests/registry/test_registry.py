@@ -199,3 +199,22 @@ def test_spec_is_json_serialisable_and_picklable(register: Register) -> None:
 def test_env_info_pickles(register: Register) -> None:
     info = register("testns/Tiny-v0", tags=["a"])
     assert pickle.loads(pickle.dumps(info)) == info
+
+
+def test_heavy_layers_load_lazily_on_first_attribute_access() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentgym\n"
+        "assert 'torch' not in sys.modules, 'import agentgym must not import torch'\n"
+        "assert callable(agentgym.trainers.make)\n"
+        "assert 'torch' in sys.modules\n"
+        "try:\n"
+        "    agentgym.nonexistent\n"
+        "except AttributeError as e:\n"
+        "    assert 'nonexistent' in str(e)\n"
+        "else:\n"
+        "    raise SystemExit('no AttributeError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
