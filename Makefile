@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # an unpinned torch pulls several GB of CUDA packages.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup train test test-fast lint bench clean
+.PHONY: setup services train test test-fast lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,11 +23,22 @@ $(VENV)/.installed: pyproject.toml
 train: setup
 	$(BIN)/agentgym train --env agentgym/FrozenLake-v0
 
+# The sandbox tests need bubblewrap and a Docker daemon with the project's image. As root on a
+# Debian machine this installs and starts them (scripts/docker_setup.sh) and the tests then
+# require them (fail, not skip); otherwise those tests skip and say why.
+services: setup
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		PYTHON=$(BIN)/python bash scripts/docker_setup.sh && touch $(VENV)/.services; \
+	else \
+		echo "not root on Debian: sandbox tests that need docker or bubblewrap will skip"; \
+	fi
+
 lint: setup
 	$(BIN)/ruff check agentgym tests benchmarks scripts
 
-test: lint
-	$(BIN)/pytest -q --durations=15
+test: lint services
+	AGENTGYM_REQUIRE_DOCKER=$$([ -f $(VENV)/.services ] && echo 1 || echo 0) \
+		$(BIN)/pytest -q --durations=15
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
