@@ -4,6 +4,8 @@
 
     agentgym list [--family F] [--tag T] [--json]
     agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
+    agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
+    agentgym eval [--env ID] [--model DIR] [--episodes N] [--temperature T] [--json]
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
 ``argparse`` parser and a function that runs it and returns the exit status. A new subcommand is a
@@ -258,6 +260,7 @@ def describe_tool(schema: dict[str, Any]) -> str:
 
 # --- the command ------------------------------------------------------------------------------
 
+
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     # Declared here, loaded lazily: the server needs the [serve] extra, `agentgym list` does not.
     from agentgym.inference.server import add_serve_arguments
@@ -271,6 +274,31 @@ def _run_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    # Loaded lazily like serve: `agentgym list` should not import torch.
+    from agentgym.trainers.cli import add_train_arguments
+
+    add_train_arguments(parser)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from agentgym.trainers.cli import run_train
+
+    return run_train(args)
+
+
+def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    from agentgym.trainers.cli import add_eval_arguments
+
+    add_eval_arguments(parser)
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from agentgym.trainers.cli import run_eval
+
+    return run_eval(args)
+
+
 COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
@@ -278,6 +306,16 @@ COMMANDS: dict[str, Command] = {
         "serve a model over an OpenAI-compatible HTTP API (chat, tool calls, token ids)",
         _add_serve_arguments,
         _run_serve,
+    ),
+    "train": Command(
+        "train a policy on an env with PPO, GRPO or DAPO (run folder, curves, checkpoints)",
+        _add_train_arguments,
+        _run_train,
+    ),
+    "eval": Command(
+        "success rate of a model on an env, with its Wilson confidence interval (95 percent)",
+        _add_eval_arguments,
+        _run_eval,
     ),
 }
 

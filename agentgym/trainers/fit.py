@@ -13,6 +13,7 @@ Resuming loads the newest complete checkpoint, restores the source's position fr
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -72,14 +73,36 @@ class MetricsLog:
 
 
 def _source_for(trainer: Trainer, target: Any) -> EpisodeSource:
+    """``target`` itself when it is a source; for an env id or an ``AgentVectorEnv``, the rollout
+    collector sampling from an ``HFEngine`` on a copy of the policy (attached to the trainer, so
+    it gets the new weights after every update)."""
     if isinstance(target, EpisodeSource):
         return target
-    raise ConfigError(
-        "env",
-        target if isinstance(target, str) else type(target).__name__,
-        "needs the rollout collector (agentgym.rollout) to become episodes, and this build "
-        "trains from an EpisodeSource only",
-        "pass an object with collect(num_groups), state_dict() and load_state_dict()",
+    from agentgym.vector import AgentVectorEnv
+
+    if not isinstance(target, str | AgentVectorEnv):
+        raise ConfigError(
+            "env",
+            type(target).__name__,
+            "is not an env id, an AgentVectorEnv or an EpisodeSource",
+            "pass e.g. 'agentgym/FrozenLake-v0'",
+        )
+    from agentgym.inference import HFEngine
+    from agentgym.trainers.source import CollectorSource
+
+    config = trainer.config
+    engine = trainer.engine
+    if engine is None:
+        policy = copy.deepcopy(trainer.module.policy).to("cpu")
+        engine = HFEngine(policy, trainer.tokenizer, seed=config.seed)
+        trainer.attach_engine(engine)
+    return CollectorSource(
+        engine,
+        target,
+        group_size=config.group_size,
+        seed=config.seed,
+        temperature=config.temperature,
+        max_tokens=config.max_new_tokens,
     )
 
 
@@ -135,16 +158,20 @@ def fit(
     keep_checkpoints: int = 2,
     resume: bool = True,
     on_metrics: Callable[[dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[dict[str, float]]:
     """Train until ``trainer.step_count == steps``; returns this call's update metrics.
 
     Args:
-        source: An ``EpisodeSource``. Env ids and vector envs need the rollout collector.
+        source: An ``EpisodeSource``, or an env id / ``AgentVectorEnv`` to collect from with
+            an ``HFEngine`` on the policy (``trainer.engine`` when one is attached).
         out: The run folder (metrics and checkpoints); None: nothing is written.
         checkpoint_every: Save after every this many updates, and after the last.
         keep_checkpoints: Complete checkpoints kept; older ones are deleted.
         resume: Continue from the newest checkpoint in ``out`` when there is one.
         on_metrics: Called with each update's metrics (progress bars, TensorBoard).
+        should_stop: Asked after each update; True ends the run early, after a checkpoint
+            (how ``agentgym train`` stops cleanly on Ctrl-C).
     """
     for name, value in (
         ("steps", steps),
@@ -165,8 +192,12 @@ def fit(
         history.append(metrics)
         if on_metrics is not None:
             on_metrics(metrics)
+        stop = should_stop is not None and should_stop()
         if run is not None:
             run.record(metrics)
-            if trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps:
+            due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
+            if due or stop:
                 run.checkpoint(episodes)
+        if stop:
+            break
     return history

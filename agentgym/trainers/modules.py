@@ -25,21 +25,56 @@ def _shift(x: Tensor) -> Tensor:  # [B, T-1] → [B, T], 0 at position 0
 
 
 def token_logprobs(
-    logits: Tensor,  # [B, T, V]
+    logits: Tensor,  # [B, T, V] or [N, V] at the selected positions
     token_ids: Tensor,  # [B, T]
     temperature: float,
     *,
     with_entropy: bool = True,
+    positions: Tensor | None = None,  # [B, T-1] bool: the next-token positions ``logits`` hold
 ) -> tuple[Tensor, Tensor | None]:  # [B, T], [B, T] | None
     """``log softmax(logits / temperature)`` of each next token, and the entropy of that
-    distribution: what the sampler drew from (before top-k / top-p)."""
-    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # [B, T-1, V]
-    picked = logp.gather(-1, token_ids[:, 1:, None]).squeeze(-1)  # [B, T-1]
+    distribution: what the sampler drew from (before top-k / top-p).
+
+    With ``positions``, ``logits`` hold only those next-token positions (``[N, V]``); the other
+    entries of the results are 0.
+    """
+    if positions is None:
+        positions = torch.ones(token_ids[:, 1:].shape, dtype=torch.bool, device=token_ids.device)
+        logits = logits[:, :-1][positions]  # [N, V]
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [N, V]
+    targets = token_ids[:, 1:][positions]  # [N]
+    picked = logits.new_zeros(positions.shape, dtype=logp.dtype)  # [B, T-1]
+    picked[positions] = logp.gather(-1, targets[:, None]).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            entropy = _shift(-(logp.exp() * logp).sum(-1))  # [B, T]
+            entropy = picked.new_zeros(positions.shape)
+            entropy[positions] = -(logp.exp() * logp).sum(-1)
+            entropy = _shift(entropy)
     return _shift(picked), entropy
+
+
+def _selected_logits(
+    policy: Any, input_ids: Tensor, attention_mask: Tensor, positions: Tensor
+) -> Tensor:
+    """The policy's next-token logits at ``positions`` only (``[N, V]``): the output layer and
+    the softmax are most of a small model's cost when they run on every prompt token."""
+    hidden = policy.base_model(
+        input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+    ).last_hidden_state[:, :-1]  # [B, T-1, H]
+    return policy.get_output_embeddings()(hidden[positions])  # [N, V]
+
+
+def _plain_head(policy: Any) -> bool:
+    """Whether the policy's logits are exactly its output layer applied to the last hidden state
+    (not so for models that scale or soft-cap logits)."""
+    config = policy.config
+    scaled = getattr(config, "final_logit_softcapping", None) or getattr(
+        config, "logit_scale", None
+    )
+    return (
+        not scaled and policy.get_output_embeddings() is not None and hasattr(policy, "base_model")
+    )
 
 
 class ValueModel(nn.Module):
@@ -86,12 +121,20 @@ class PolicyModule(nn.Module):
         attention_mask: Tensor,  # [B, T]
         temperature: float = 1.0,
         with_entropy: bool = True,
+        loss_mask: Tensor | None = None,  # [B, T]: only these tokens' logprobs are needed
     ) -> PolicyOutput:
-        logits = self.policy(
-            input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-        ).logits  # [B, T, V]
-        logprobs, entropy = token_logprobs(
-            logits, input_ids, temperature, with_entropy=with_entropy
-        )
+        if loss_mask is not None and _plain_head(self.policy):
+            positions = loss_mask[:, 1:].bool()  # [B, T-1]
+            logits = _selected_logits(self.policy, input_ids, attention_mask, positions)
+            logprobs, entropy = token_logprobs(
+                logits, input_ids, temperature, with_entropy=with_entropy, positions=positions
+            )
+        else:
+            logits = self.policy(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            ).logits  # [B, T, V]
+            logprobs, entropy = token_logprobs(
+                logits, input_ids, temperature, with_entropy=with_entropy
+            )
         values = None if self.value is None else self.value(input_ids, attention_mask)
         return PolicyOutput(logprobs, entropy, values)

@@ -64,7 +64,11 @@ def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
     full = {name: torch.zeros(batch.token_ids.shape, dtype=torch.float32) for name in names}
     for rows in _plan(trainer, batch, range(batch.token_ids.shape[0])):
         micro = batch.select(rows, backend.device)
-        inputs = {"input_ids": micro.token_ids, "attention_mask": micro.attention_mask}
+        inputs = {
+            "input_ids": micro.token_ids,
+            "attention_mask": micro.attention_mask,
+            "loss_mask": micro.loss_mask,
+        }
         found: dict[str, Tensor] = {}
         if need_old or need_values:
             out = backend.forward(**inputs, temperature=temperature, with_entropy=False)
@@ -95,6 +99,7 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
             input_ids=micro.token_ids,
             attention_mask=micro.attention_mask,
             temperature=config.temperature,
+            loss_mask=micro.loss_mask,
         )
         loss, stats = micro_batch_loss(config, out, micro, normalizer)
         backend.backward(loss)

@@ -180,6 +180,7 @@ def test_text_move_is_answered_by_a_user_message(env):
     play_map(env, OPEN)
     obs, *_ = env.step("```right```")
     assert obs == ({"role": "user", "content": "You moved right.\nF P F\nF F F\nF F G\n"
+                    "Around you: left ice, down ice, right ice, up edge.\n"
                     "You are at row 1, column 2."},)
 
 
@@ -529,3 +530,11 @@ def test_registered_reward_range_matches_the_extreme_returns():
     for move in bfs_moves(info["map"].split("/")):
         _, reward, *_ = env.step(move)
     assert reward == high
+
+
+def test_observation_says_what_lies_around_the_player():
+    from agentgym.envs.frozenlake.text import surroundings
+
+    rows = ("SFH", "HFF", "FFG")
+    assert surroundings(rows, (0, 0)) == "Around you: left edge, down hole, right ice, up edge."
+    assert surroundings(rows, (1, 2)) == "Around you: left ice, down goal, right edge, up hole."

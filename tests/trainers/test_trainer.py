@@ -254,5 +254,5 @@ def test_fit_trains_logs_and_keeps_the_newest_checkpoints(tiny, tmp_path):
         "step-00000002",
         "step-00000003",
     ]
-    with pytest.raises(ConfigError, match="rollout collector"):
-        trainer.fit("agentgym/FrozenLake-v0", steps=4)
+    with pytest.raises(ConfigError, match="not an env id, an AgentVectorEnv or an EpisodeSource"):
+        trainer.fit(42, steps=4)

@@ -88,6 +88,7 @@ class FrozenLakeEnv(AgentEnv):
             F H F H
             F F F H
             H F F G
+            Around you: left edge, down ice, right ice, up edge.
             You are at row 1, column 1.
 
         Each step adds one message: what the move did and the new board (a tool message answering
@@ -172,7 +173,7 @@ class FrozenLakeEnv(AgentEnv):
         task_id, rows = self._choose_map(options)
         max_turns = self.max_turns or 2 * len(rows) ** 2
         self._episode = episode = _Episode(rows, task_id, find(rows, "S"), max_turns)
-        observation = (system(RULES), user(board(rows, episode.position)))
+        observation = (system(RULES), user(board(rows, episode.position, around=True)))
         info = {
             "tools": self.tool_schemas(),
             "task_id": task_id,
@@ -192,7 +193,7 @@ class FrozenLakeEnv(AgentEnv):
         if reading.direction is None:
             return self._transition(episode, reading.errors, invalid=True)
         report = self._move(episode, reading.direction)
-        content = f"{report}\n{board(episode.rows, episode.position)}"
+        content = f"{report}\n{board(episode.rows, episode.position, around=True)}"
         call = reading.call
         message = user(content) if call is None else tool_message(content, call.id, call.name)
         return self._transition(episode, (message,), invalid=False)

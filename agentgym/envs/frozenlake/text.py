@@ -16,6 +16,7 @@ __all__ = [
     "invalid_text",
     "move_report",
     "read_text_move",
+    "surroundings",
     "too_many_calls",
 ]
 
@@ -35,12 +36,32 @@ _WORD_RE = re.compile(r"\b(left|right|up|down)\b", re.IGNORECASE)
 _BARE_RE = re.compile(r"\s*(left|right|up|down)[.!]?\s*", re.IGNORECASE)
 
 
-def board(rows: Sequence[str], position: tuple[int, int]) -> str:
-    """The board with the player as ``P`` (the start shows as ice), then where the player is."""
+_NEIGHBOURS = (("left", 0, -1), ("down", 1, 0), ("right", 0, 1), ("up", -1, 0))
+_CELL_NAMES = {"S": "ice", "F": "ice", "H": "hole", "G": "goal"}
+
+
+def surroundings(rows: Sequence[str], position: tuple[int, int]) -> str:
+    """What lies one move away in each direction, e.g. ``Around you: left edge, down ice,
+    right hole, up ice.`` It repeats what the board shows, in words a small model reads
+    without having to count columns."""
+    row, col = position
+    parts = []
+    for name, dr, dc in _NEIGHBOURS:
+        r, c = row + dr, col + dc
+        inside = 0 <= r < len(rows) and 0 <= c < len(rows[r])
+        parts.append(f"{name} {_CELL_NAMES[rows[r][c]] if inside else 'edge'}")
+    return "Around you: " + ", ".join(parts) + "."
+
+
+def board(rows: Sequence[str], position: tuple[int, int], *, around: bool = False) -> str:
+    """The board with the player as ``P`` (the start shows as ice), then (with ``around``) what
+    lies next to the player, then where the player is."""
     shown = [["F" if cell == "S" else cell for cell in row] for row in rows]
     row, col = position
     shown[row][col] = "P"
     lines = [" ".join(cells) for cells in shown]
+    if around:
+        lines.append(surroundings(rows, position))
     return "\n".join(lines) + f"\nYou are at row {row + 1}, column {col + 1}."
 
 

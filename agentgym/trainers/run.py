@@ -1,0 +1,249 @@
+"""A training run from start to summary: what ``agentgym train`` does.
+
+::
+
+    summary = train_run(RunSpec(env="agentgym/FrozenLake-v0", algo="grpo"))
+
+The run folder ``out`` holds ``run.json`` (the spec and the resolved config), ``metrics.jsonl``,
+``tensorboard/``, ``curves.png``, ``checkpoints/`` and, at the end, ``summary.json``: success
+before training and after (Wilson 95% intervals), after also on maps the run never trained on.
+Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues from it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.aio import run_sync
+from agentgym.core.errors import ConfigError
+from agentgym.trainers.defaults import training_defaults
+from agentgym.trainers.report import EvalResult, evaluate
+from agentgym.trainers.source import CollectorSource
+
+__all__ = ["RunSpec", "train_run"]
+
+EVAL_SEED = 1_000_000_000
+"""Evaluation plays reset seeds from here on: far from the training seeds (``seed + group``)."""
+
+
+@dataclass
+class RunSpec:
+    """Everything ``agentgym train`` needs; None fields take the env's training defaults."""
+
+    env: str = "agentgym/FrozenLake-v0"
+    algo: str = "grpo"
+    backend: str = "torch"
+    model: str | None = None
+    steps: int | None = None
+    out: str | None = None
+    seed: int = 0
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the algorithm's config fields (``--set name=value``)."""
+    max_turns: int | None = None
+    """Most turns per training episode (evaluation uses the env's own limit)."""
+    eval_episodes: int = 128
+    eval_temperature: float = 1.0
+    resume: bool = False
+    checkpoint_every: int = 10
+    micro_batch_tokens: int | None = None
+    wandb: str | None = None
+    show_bar: bool = True
+
+    def resolved(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(algorithm config, run settings)``: the env's defaults under the spec's values."""
+        defaults = training_defaults(self.env, self.algo)
+        config = {**defaults.config, **self.config, "seed": self.seed}
+        run = {
+            "steps": self.steps or defaults.steps,
+            "max_turns": self.max_turns or defaults.max_turns,
+            "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
+        }
+        return config, run
+
+    def out_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        name = self.env.split("/")[-1]
+        return Path("runs") / f"{name}-{self.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class _StopFlag:
+    """The first Ctrl-C asks the run to stop after its update (and checkpoint); a second
+    one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self) -> bool:
+        return self.requested
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        def handle(signum: int, frame: Any) -> None:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+            print("\nStopping after this update (Ctrl-C again to abort)...", flush=True)
+
+        try:
+            previous = signal.signal(signal.SIGINT, handle)
+        except ValueError:  # not the main thread: no handler, Ctrl-C works as usual
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _prepare_out(spec: RunSpec, out: Path) -> None:
+    has_checkpoints = any((out / "checkpoints").glob("step-*"))
+    if has_checkpoints and not spec.resume:
+        raise ConfigError(
+            "--out",
+            str(out),
+            "already holds a run's checkpoints",
+            "pass --resume to continue it, or a new --out",
+        )
+    if spec.resume and not (out / "run.json").is_file():
+        raise ConfigError("--resume", str(out), "holds no run.json", "point --out at a run")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[Any, Any]:
+    """The trainer (policy from ``spec.model``) and the collector on an engine of its own."""
+    from agentgym import models
+    from agentgym.inference import HFEngine
+    from agentgym.trainers.trainer import make
+
+    model, tokenizer = models.load(spec.model)
+    engine = HFEngine(copy.deepcopy(model), tokenizer, seed=spec.seed)
+    backend_options = {}
+    if run["micro_batch_tokens"] is not None:
+        backend_options["micro_batch_tokens"] = run["micro_batch_tokens"]
+    trainer = make(
+        spec.algo,
+        spec.backend,
+        policy=(model, tokenizer),
+        config=config,
+        engine=engine,
+        **backend_options,
+    )
+    c = trainer.config
+    source = CollectorSource(
+        engine,
+        spec.env,
+        group_size=c.group_size,
+        seed=spec.seed,
+        env_kwargs=spec.env_kwargs,
+        max_turns=run["max_turns"],
+        temperature=c.temperature,
+        max_tokens=c.max_new_tokens,
+    )
+    return trainer, source
+
+
+def _evaluate(spec: RunSpec, trainer: Any) -> EvalResult:
+    return evaluate(
+        trainer.engine,
+        spec.env,
+        spec.eval_episodes,
+        seed=EVAL_SEED + spec.seed,
+        temperature=spec.eval_temperature,
+        max_tokens=trainer.config.max_new_tokens,
+        env_kwargs=spec.env_kwargs,
+    )
+
+
+def _start_eval(spec: RunSpec, trainer: Any, out: Path) -> dict[str, Any] | None:
+    """Success before training, measured once per run folder (a resumed run reads it back)."""
+    path = out / "start_eval.json"
+    if path.is_file():
+        return dict(json.loads(path.read_text()))
+    if spec.eval_episodes <= 0:
+        return None
+    started = time.perf_counter()
+    result = _evaluate(spec, trainer)
+    data = {**result.to_dict(), "eval_s": time.perf_counter() - started}
+    path.write_text(json.dumps(data, indent=2))
+    print(f"before training: {result.describe()}", flush=True)
+    return data
+
+
+def _time_to(out: Path, threshold: float) -> dict[str, float] | None:
+    """The first update whose batch success reached ``threshold``, and the training time to it."""
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row.get("success_rate", 0.0) >= threshold:
+            return {"step": row["step"], "train_s": row.get("elapsed_s", float("nan"))}
+    return None
+
+
+def _final_summary(spec: RunSpec, trainer: Any, source: CollectorSource, out: Path) -> dict:
+    summary: dict[str, Any] = {"steps": trainer.step_count, "run": str(out)}
+    summary["start"] = _start_eval(spec, trainer, out) if spec.eval_episodes > 0 else None
+    summary["first_batch_success_0.9"] = _time_to(out, 0.9)
+    if spec.eval_episodes > 0:
+        started = time.perf_counter()
+        result = _evaluate(spec, trainer)
+        unseen = result.only(lambda key: key is not None and key not in source.seen_maps)
+        summary["end"] = {**result.to_dict(), "eval_s": time.perf_counter() - started}
+        summary["end_unseen_maps"] = unseen.to_dict()
+        summary["maps_seen_in_training"] = len(source.seen_maps)
+        print(f"after training:  {result.describe()}")
+        print(f"  unseen maps:   {unseen.describe()}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def train_run(spec: RunSpec) -> dict[str, Any]:
+    """Train as ``spec`` says; returns (and writes) the run's summary."""
+    from agentgym.trainers.fit import fit
+    from agentgym.trainers.progress import RunMonitor
+
+    out = spec.out_dir()
+    _prepare_out(spec, out)
+    config, run = spec.resolved()
+    trainer, source = _build(spec, config, run)
+    run_json = {"spec": asdict(spec), "config": trainer.config.to_dict(), "run": run}
+    (out / "run.json").write_text(json.dumps(run_json, indent=2, default=str))
+    print(f"run folder: {out}", flush=True)
+    _start_eval(spec, trainer, out)
+    stop = _StopFlag()
+    monitor = RunMonitor(
+        out,
+        total_steps=run["steps"],
+        title=f"{spec.env} {spec.algo}",
+        show_bar=spec.show_bar,
+        wandb_project=spec.wandb,
+        wandb_config=run_json,
+    )
+    with monitor, stop.installed():
+        monitor.restart_clock()
+        fit(
+            trainer,
+            source,
+            steps=run["steps"],
+            out=out,
+            checkpoint_every=spec.checkpoint_every,
+            resume=spec.resume,
+            on_metrics=monitor,
+            should_stop=stop,
+        )
+        monitor.plot()
+    try:
+        summary = _final_summary(spec, trainer, source, out)
+    finally:
+        run_sync(trainer.engine.close())
+    summary["stopped_early"] = stop.requested
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,107 @@
+"""``agentgym train`` writes its run folder and resumes; ``agentgym eval`` reports a Wilson CI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from agentgym.cli import main
+from agentgym.trainers.report import EvalResult, wilson_interval
+
+SMALL = [
+    "--set",
+    "group_size=4",
+    "--set",
+    "batch_size=8",
+    "--max-turns",
+    "3",
+    "--eval-episodes",
+    "4",
+    "--checkpoint-every",
+    "1",
+    "--no-progress",
+]
+
+
+def _steps(out) -> list[int]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [int(json.loads(line)["step"]) for line in lines]
+
+
+def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "2", "--out", str(out), *SMALL]) == 0
+    assert _steps(out) == [1, 2]
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    for key in ("reward_mean", "success_rate", "entropy", "tokens_per_s", "collect_s", "step_s"):
+        assert key in row
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "checkpoints" / "step-00000002" / "model.safetensors").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 2
+    assert summary["start"]["episodes"] == summary["end"]["episodes"] == 4
+    assert set(summary["end_unseen_maps"]) >= {"success_rate", "ci95"}
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["group_size"] == 4
+    assert run["config"]["algo"] == "grpo"
+
+    # Without --resume an existing run is not overwritten.
+    assert main(["train", "--steps", "3", "--out", str(out), *SMALL]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+    assert main(["train", "--steps", "3", "--out", str(out), "--resume", *SMALL]) == 0
+    assert _steps(out) == [1, 2, 3]
+    assert json.loads((out / "summary.json").read_text())["steps"] == 3
+
+
+def test_train_reads_a_config_file_and_flags_win(tmp_path):
+    from agentgym.cli import build_parser
+    from agentgym.trainers.cli import spec_from_args
+
+    path = tmp_path / "run.toml"
+    path.write_text('algo = "dapo"\nsteps = 7\nseed = 3\n[config]\nlearning_rate = 0.01\n')
+    args = build_parser().parse_args(
+        ["train", "--config", str(path), "--steps", "9", "--set", "group_size=4"]
+    )
+    spec = spec_from_args(args)
+    assert (spec.algo, spec.steps, spec.seed) == ("dapo", 9, 3)
+    assert spec.config == {"learning_rate": 0.01, "group_size": 4}
+    config, run = spec.resolved()
+    assert config["learning_rate"] == 0.01
+    assert config["seed"] == 3
+    assert run["steps"] == 9
+
+
+def test_wilson_interval_matches_a_hand_computed_value():
+    # 8 of 10, z = 1.96: centre (0.8 + 0.19207) / 1.38415 = 0.71679,
+    # half-width 1.96 / 1.38415 * sqrt(0.016 + 0.0096037) = 0.22658.
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.49016, abs=1e-4)
+    assert high == pytest.approx(0.94337, abs=1e-4)
+    assert wilson_interval(0, 10)[0] == 0.0
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)
+
+
+def test_eval_result_text_and_json():
+    result = EvalResult([("a", True, 1.0), ("b", False, -0.2), ("a", True, 1.0), (None, False, 0)])
+    assert result.describe().startswith("success 0.500 [95% CI 0.150, 0.850] (2/4)")
+    assert result.to_dict()["mean_return"] == pytest.approx(0.45)
+    assert result.only(lambda key: key == "a").success_rate == 1.0
+
+
+def test_eval_command_reports_success_with_a_confidence_interval(capsys):
+    args = ["eval", "--env", "agentgym/FrozenLake-v0", "--episodes", "4", "--seed", "5"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 4
+    low, high = report["ci95"]
+    assert (low, high) == pytest.approx(wilson_interval(report["successes"], 4))
+    assert low <= report["success_rate"] <= high
+    assert math.isfinite(report["mean_return"])
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("agentgym/FrozenLake-v0: success ")
+    assert "95% CI" in text
