@@ -15,3 +15,37 @@ def register_builtin_envs() -> None:
         reward_range=(-3.2, 1.0),
         description="Reach the goal on a text grid without falling into a hole.",
     )
+    register(
+        "agentgym/Code-v0",
+        "agentgym.envs.code:CodeEnv",
+        family="Code",
+        tags=("code", "single-turn", "sandbox"),
+        extras=("code",),
+        description="Write a Python program that passes hidden tests (HumanEval by default).",
+    )
+    register(
+        "agentgym/Code-MultiTurn-v0",
+        "agentgym.envs.code:CodeEnv",
+        family="Code",
+        tags=("code", "multi-turn", "sandbox"),
+        extras=("code",),
+        description="Code-v0 with failing-test feedback and up to 4 attempts.",
+        max_attempts=4,
+    )
+    register(
+        "agentgym/Math-v0",
+        "agentgym.envs.math:MathEnv",
+        family="Math",
+        tags=("math", "single-turn", "procedural"),
+        extras=("math",),
+        description="Answer a math question in \\boxed{}, checked with math-verify.",
+    )
+    register(
+        "agentgym/Math-Python-v0",
+        "agentgym.envs.math:MathEnv",
+        family="Math",
+        tags=("math", "multi-turn", "tools", "sandbox"),
+        extras=("math",),
+        description="Math-v0 with a sandboxed python tool (up to 8 turns).",
+        python_tool=True,
+    )

