@@ -134,6 +134,147 @@ def test_parquet_file(tmp_path: Path) -> None:
     env.close()
 
 
+# --- local Hugging Face dataset directories (built with pyarrow, as `datasets` writes them) ---
+
+
+def save_dataset(folder: Path, columns: dict[str, list[Any]], split: str, shards: int = 1) -> None:
+    """What ``datasets.Dataset.save_to_disk`` writes: Arrow IPC streams + state.json + info."""
+    pa = pytest.importorskip("pyarrow")
+    folder.mkdir(parents=True)
+    table = pa.table(columns)
+    size = -(-table.num_rows // shards)
+    names = [f"data-{i:05d}-of-{shards:05d}.arrow" for i in range(shards)]
+    for i, name in enumerate(names):
+        with (
+            pa.OSFile(str(folder / name), "wb") as sink,
+            pa.ipc.new_stream(sink, table.schema) as writer,
+        ):
+            writer.write_table(table.slice(i * size, size))
+    features = {k: {"dtype": "string", "_type": "Value"} for k in columns}
+    (folder / "dataset_info.json").write_text(json.dumps({"citation": "", "features": features}))
+    state = {
+        "_data_files": [{"filename": name} for name in names],
+        "_fingerprint": "0123456789abcdef",
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": split,
+    }
+    (folder / "state.json").write_text(json.dumps(state, indent=2))
+
+
+def questions_and_answers(env: MathEnv) -> list[tuple[str, str, str]]:
+    return [(t.task_id, t.question, t.answer) for t in env.tasks]
+
+
+def boxed_scores(env: Any, task_id: int, answer: str) -> float:
+    env.reset(options={"task_id": task_id})
+    return float(env.step(f"So \\boxed{{{answer}}}")[1])
+
+
+def test_saved_dataset_directory_in_shard_order(tmp_path: Path) -> None:
+    questions = [f"{i}+{i}?" for i in range(5)]
+    columns = {"question": questions, "answer": [f"...\n#### {2 * i}" for i in range(5)]}
+    save_dataset(tmp_path / "ds", columns, "test", shards=2)
+    env = gym.make("agentgym/Math-v0", data=str(tmp_path / "ds"))
+    try:
+        expected = [(str(i), f"{i}+{i}?", str(2 * i)) for i in range(5)]
+        assert questions_and_answers(env.unwrapped) == expected
+        assert boxed_scores(env, 3, "6") == 1.0
+        assert boxed_scores(env, 3, "7") == 0.0
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="split 'test'"):
+        MathEnv(data=str(tmp_path / "ds"), split="train")
+
+
+def test_dataset_dict_directory_picks_the_split(tmp_path: Path) -> None:
+    root = tmp_path / "dd"
+    save_dataset(root / "train", {"problem": ["Train?"], "solution": ["$\\boxed{1}$"]}, "train")
+    test = {"problem": ["A?", "B?"], "solution": ["$\\boxed{\\frac{1}{2}}$", "$\\boxed{3}$"]}
+    save_dataset(root / "test", test, "test")
+    (root / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
+    keys = {"question_key": "problem", "answer_key": "solution"}
+    env = MathEnv(data=str(root), **keys)  # default: the test split
+    assert questions_and_answers(env) == [("0", "A?", "\\frac{1}{2}"), ("1", "B?", "3")]
+    assert boxed_scores(env, 0, "0.5") == 1.0
+    env.close()
+    train = MathEnv(data=str(root), split="train", **keys)
+    assert questions_and_answers(train) == [("0", "Train?", "1")]
+    train.close()
+    with pytest.raises(ConfigError, match=r"split='validation'.*\['test', 'train'\]"):
+        MathEnv(data=str(root), split="validation", **keys)
+
+
+def test_gsm8k_like_hub_snapshot(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    for config in ("main", "socratic"):
+        for split, base in (("train", 100), ("test", 0)):
+            rows = {
+                "question": [f"{config} {split} {i}?" for i in range(3)],
+                "answer": [f"Work.\n#### {base + 40 + i}" for i in range(3)],
+            }
+            (tmp_path / config).mkdir(exist_ok=True)
+            pq.write_table(pa.table(rows), tmp_path / config / f"{split}-00000-of-00001.parquet")
+    (tmp_path / "README.md").write_text("# gsm8k")
+    env = gym.make("agentgym/Math-v0", data=str(tmp_path / "main"))
+    try:
+        assert questions_and_answers(env.unwrapped) == [
+            (str(i), f"main test {i}?", str(40 + i)) for i in range(3)
+        ]
+        assert boxed_scores(env, 2, "42") == 1.0
+        assert boxed_scores(env, 1, "42") == 0.0
+    finally:
+        env.close()
+    train = MathEnv(data=str(tmp_path / "main"), split="train")
+    assert [t.answer for t in train.tasks] == ["140", "141", "142"]
+    train.close()
+    with pytest.raises(ConfigError, match="several folders"):
+        MathEnv(data=str(tmp_path))  # main/ and socratic/ both hold a test split
+
+
+def test_snapshot_shards_are_read_in_sorted_order(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train-00001-of-00002.jsonl", [{"question": "second?", "answer": "2"}])
+    write_jsonl(data / "train-00000-of-00002.jsonl", [{"question": "first?", "answer": "1"}])
+    write_jsonl(data / "validation.jsonl", [{"question": "val?", "answer": "9"}])
+    env = MathEnv(data=str(tmp_path))  # no test split: train
+    assert questions_and_answers(env) == [("0", "first?", "1"), ("1", "second?", "2")]
+    env.close()
+    assert [t.answer for t in MathEnv(data=str(tmp_path), split="validation").tasks] == ["9"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "kwargs", "match"),
+    [
+        ("empty", {}, "matches no dataset layout"),
+        ("only_validation", {}, r"split=None.*\['validation'\]"),
+        ("bad_state", {}, "_data_files"),
+        ("file", {"split": "test"}, "only to a dataset directory"),
+        ("none", {"split": "test"}, "only to a data directory"),
+    ],
+)
+def test_unusable_dataset_directories_raise_config_error(
+    tmp_path: Path, layout: str, kwargs: dict[str, Any], match: str
+) -> None:
+    data: str | None = str(tmp_path)
+    if layout == "only_validation":
+        write_jsonl(
+            tmp_path / "validation-00000-of-00001.jsonl", [{"question": "q", "answer": "1"}]
+        )
+    elif layout == "bad_state":
+        (tmp_path / "state.json").write_text(json.dumps({"_split": None}))
+    elif layout == "file":
+        data = write_jsonl(tmp_path / "t.jsonl", [{"question": "q", "answer": "1"}])
+    elif layout == "none":
+        data = None
+    with pytest.raises(ConfigError, match=match):
+        MathEnv(data=data, **kwargs)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

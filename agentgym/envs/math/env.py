@@ -58,9 +58,10 @@ class MathEnv(AgentEnv):
     Description:
         Tasks come from ``reasoning-gym`` generators, offline (default: a mix of arithmetic,
         chain sums, GSM-style word problems, fraction simplification, linear equations, LCM and
-        GCD; ``generators`` picks others and their difficulty), or from a JSONL / Parquet file
-        (``data``), in file order, with GSM8K (``#### 72``) and MATH (``\\boxed{}`` in the
-        solution) answers read as ``agentgym.envs.math.tasks`` documents. ``reset(seed=s)`` draws
+        GCD; ``generators`` picks others and their difficulty), or from local data (``data``):
+        a JSONL / Parquet file or a local Hugging Face dataset directory, in row order, with
+        GSM8K (``#### 72``) and MATH (``\\boxed{}`` in the solution) answers read as
+        ``agentgym.envs.math.tasks`` documents. Nothing is downloaded. ``reset(seed=s)`` draws
         a task from ``np_random``; ``options={"task_id": i}`` pins the i-th (or an id string
         such as ``"gcd/6"``).
 
@@ -95,7 +96,13 @@ class MathEnv(AgentEnv):
         grader runs in this process and never executes model text.
 
     Arguments:
-        data: a ``.jsonl`` / ``.parquet`` path, or ``None`` for reasoning-gym tasks.
+        data: ``None`` for reasoning-gym tasks, a ``.jsonl`` / ``.parquet`` path, or a local
+            Hugging Face dataset directory: one written by ``Dataset.save_to_disk`` /
+            ``DatasetDict.save_to_disk``, or a Hub snapshot of split-named ``.parquet`` /
+            ``.jsonl`` files (e.g. GSM8K's ``main/test-00000-of-00001.parquet``; pass the
+            config's folder when there are several). Rules: ``agentgym.envs.math.sources``.
+        split: the split of a ``DatasetDict`` or snapshot directory; ``None`` (default) takes
+            ``"test"`` if there is one, else ``"train"``. Only with a directory ``data``.
         question_key, answer_key: the file's columns (MATH: ``"problem"``, ``"solution"``).
         answer_format: ``"auto"``, ``"plain"``, ``"gsm8k"`` or ``"math"``.
         generators: reasoning-gym name -> config overrides (difficulty), e.g.
@@ -125,6 +132,7 @@ class MathEnv(AgentEnv):
         question_key: str = "question",
         answer_key: str = "answer",
         answer_format: AnswerFormat = "auto",
+        split: str | None = None,
         generators: Mapping[str, Mapping[str, Any]] | None = None,
         size: int = 1000,
         data_seed: int = 0,
@@ -154,7 +162,9 @@ class MathEnv(AgentEnv):
         default_turns = 8 if python_tool else 1
         self.max_turns = _integer("max_turns", default_turns if max_turns is None else max_turns)
         if data is not None:
-            self.tasks = load_file(data, question_key, answer_key, answer_format)
+            self.tasks = load_file(data, question_key, answer_key, answer_format, split)
+        elif split is not None:
+            raise ConfigError("split", split, "applies only to a data directory", "drop split=")
         else:
             mix = DEFAULT_GENERATORS if generators is None else generators
             self.tasks = generate_tasks(

@@ -1,7 +1,14 @@
-"""Math tasks: generated offline by ``reasoning-gym``, or read from a JSONL / Parquet file.
+"""Math tasks: generated offline by ``reasoning-gym``, or read from local data.
 
-Files hold one task per row with a question column and an answer column (names set by
-``question_key`` / ``answer_key``). The reference answer is read by ``answer_format``:
+``data`` is a JSONL / Parquet file or a local Hugging Face dataset directory: a
+``datasets`` ``save_to_disk`` folder (``Dataset`` or ``DatasetDict``; ``split`` picks the split)
+or a Hub snapshot of ``.parquet`` / ``.jsonl`` files such as GSM8K's
+``main/test-00000-of-00001.parquet`` (``agentgym.envs.math.sources`` gives the exact rules; read
+with pyarrow, nothing downloaded, no ``datasets`` package). Tasks keep the data's row order
+(the files of a split one after another); a task's id is its row index.
+
+Each row holds a question column and an answer column (names set by ``question_key`` /
+``answer_key``). The reference answer is read by ``answer_format``:
 
 - ``"plain"``: the column is the answer (``"42"``, ``"\\frac{1}{2}"``).
 - ``"gsm8k"``: the text after the last ``####`` (GSM8K's ``answer`` column:
@@ -14,15 +21,14 @@ Files hold one task per row with a question column and an answer column (names s
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.core.errors import ConfigError
 from agentgym.envs.math.grading import last_boxed
+from agentgym.envs.math.sources import read_rows
 
 __all__ = ["DEFAULT_GENERATORS", "MathTask", "generate_tasks", "load_file"]
 
@@ -103,34 +109,17 @@ def reference_answer(text: str, answer_format: AnswerFormat) -> str | None:
     return text.strip() or None
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as e:
-            raise ImportError("reading Parquet needs pyarrow. Fix: pip install pyarrow") from e
-        return list(pq.read_table(path).to_pylist())
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    rule = f"line {number + 1} is not JSON ({e})"
-                    raise ConfigError("data", str(path), rule, "fix the file") from None
-    return rows
-
-
 def load_file(
-    data: str, question_key: str, answer_key: str, answer_format: AnswerFormat
+    data: str,
+    question_key: str,
+    answer_key: str,
+    answer_format: AnswerFormat,
+    split: str | None = None,
 ) -> tuple[MathTask, ...]:
-    """Tasks from a ``.jsonl`` or ``.parquet`` file, in file order; task ids are row indices."""
-    path = Path(data)
-    if not path.is_file():
-        raise ConfigError("data", data, "is not a file", "pass the path of a .jsonl or .parquet")
+    """Tasks from a file or a local Hugging Face dataset directory (``split`` picks a split),
+    in file order; task ids are row indices. The layouts: ``agentgym.envs.math.sources``."""
     tasks = []
-    for index, row in enumerate(_rows(path)):
+    for index, row in enumerate(read_rows(data, split)):
         question = row.get(question_key) if isinstance(row, dict) else None
         raw = row.get(answer_key) if isinstance(row, dict) else None
         answer = reference_answer(str(raw), answer_format) if raw is not None else None
