@@ -243,7 +243,7 @@ def test_invalid_text_actions_are_penalised_and_explained(env, action):
     assert (terminated, truncated) == (False, False)
     assert info["invalid_action"] is True
     assert info["position"] == (0, 0)
-    assert info["reward_components"] == {"goal": 0.0, "invalid_action": -0.1}
+    assert info["reward_components"] == {"goal": 0.0, "hole": 0.0, "invalid_action": -0.1}
     assert obs[0]["role"] == "user"
     assert "fenced block" in obs[0]["content"]
     _, reward, *_ = env.step("down")  # the episode goes on
@@ -303,7 +303,7 @@ def test_reaching_the_goal_gives_one_and_terminates(env):
     assert terminated is True
     assert truncated is False
     assert info["success"] is True
-    assert info["reward_components"] == {"goal": 1.0, "invalid_action": 0.0}
+    assert info["reward_components"] == {"goal": 1.0, "hole": 0.0, "invalid_action": 0.0}
     assert "reached the goal" in obs[0]["content"]
 
 
@@ -315,6 +315,21 @@ def test_falling_into_a_hole_gives_zero_and_terminates(env):
     assert truncated is False
     assert info["success"] is False
     assert "hole" in obs[0]["content"]
+
+
+def test_hole_reward_is_paid_for_a_hole_only():
+    env = FrozenLakeEnv(hole_reward=-1.0)
+    play_map(env, "SH/FG")
+    _, reward, terminated, _, info = env.step("right")
+    assert (reward, terminated) == (-1.0, True)
+    assert info["reward_components"] == {"goal": 0.0, "hole": -1.0, "invalid_action": 0.0}
+    play_map(env, "SH/FG")
+    _, reward, _, _, _ = env.step("down")
+    assert reward == 0.0
+    _, reward, _, _, info = env.step("right")
+    assert (reward, info["success"]) == (1.0, True)
+    with pytest.raises(ConfigError, match=r"hole_reward=0\.5"):
+        FrozenLakeEnv(hole_reward=0.5)
 
 
 def test_following_the_shortest_path_solves_generated_maps():

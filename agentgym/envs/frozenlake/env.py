@@ -108,10 +108,11 @@ class FrozenLakeEnv(AgentEnv):
         ``info["tools"]`` on reset.
 
     Reward:
-        1.0 on reaching the goal; 0.0 for a move, including one into a hole or into the edge;
+        1.0 on reaching the goal; ``hole_reward`` (0.0 by default, as in Gymnasium) for a move
+        into a hole; 0.0 for any other move, including one into the edge;
         ``invalid_action_reward`` for an invalid action. ``info["reward_components"]`` holds
-        ``{"goal": ..., "invalid_action": ...}``. An episode's return lies in
-        ``[max_turns * invalid_action_reward, 1.0]``.
+        ``{"goal": ..., "hole": ..., "invalid_action": ...}``. An episode's return lies in
+        ``[max_turns * invalid_action_reward + hole_reward, 1.0]``.
 
     Episode end:
         Terminated on the goal (``info["success"]`` is True) or in a hole. Truncated after
@@ -125,6 +126,8 @@ class FrozenLakeEnv(AgentEnv):
             and each perpendicular way with probability 1/3, drawn from ``np_random``.
         max_turns: steps before truncation; ``None`` means ``2 * size * size`` of the map played.
         invalid_action_reward: reward of an invalid action (<= 0).
+        hole_reward: reward of falling into a hole (<= 0). A trainer may set it below 0 so that
+            groups of episodes that all miss the goal still tell holes from safe moves.
         tool_parser: parser for tool calls written as text (see :mod:`agentgym.core.parsing`).
         render_mode: ``"ansi"`` returns the board, ``"human"`` prints it.
 
@@ -147,6 +150,7 @@ class FrozenLakeEnv(AgentEnv):
         slippery: bool = False,
         max_turns: int | None = None,
         invalid_action_reward: float = -0.1,
+        hole_reward: float = 0.0,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
     ) -> None:
@@ -161,7 +165,8 @@ class FrozenLakeEnv(AgentEnv):
             if max_turns is None
             else _integer("max_turns", max_turns, 1, "pass an int >= 1, or None for 2*size*size")
         )
-        self.invalid_action_reward = _penalty(invalid_action_reward)
+        self.invalid_action_reward = _penalty(invalid_action_reward, "invalid_action_reward")
+        self.hole_reward = _penalty(hole_reward, "hole_reward")
         self._episode: _Episode | None = None
 
     # --- Gymnasium API ------------------------------------------------------------------------
@@ -274,6 +279,7 @@ class FrozenLakeEnv(AgentEnv):
         episode.over = terminated or truncated
         components = {
             "goal": 1.0 if success else 0.0,
+            "hole": self.hole_reward if terminated and not success else 0.0,
             "invalid_action": self.invalid_action_reward if invalid else 0.0,
         }
         if truncated:
@@ -337,9 +343,9 @@ def _probability(value: object) -> float:
     return number
 
 
-def _penalty(value: object) -> float:
-    fix = "pass a float <= 0, e.g. invalid_action_reward=-0.1 (0 for no penalty)"
-    number = _real("invalid_action_reward", value, fix)
+def _penalty(value: object, name: str) -> float:
+    fix = f"pass a float <= 0, e.g. {name}=-0.1 (0 for no penalty)"
+    number = _real(name, value, fix)
     if number > 0:
-        raise ConfigError("invalid_action_reward", value, "must be <= 0 (a penalty)", fix)
+        raise ConfigError(name, value, "must be <= 0 (a penalty)", fix)
     return number
