@@ -22,6 +22,7 @@ from agentgym.envs.math.tasks import (
     generate_tasks,
     load_file,
 )
+from agentgym.envs.tasks import choose_task
 from agentgym.sandbox import Sandbox, open_sandbox
 
 __all__ = ["MathEnv"]
@@ -224,20 +225,7 @@ class MathEnv(AgentEnv):
     # --- internals --------------------------------------------------------------------------
 
     def _choose_task(self, options: dict[str, Any] | None) -> MathTask:
-        options = {k: v for k, v in (options or {}).items() if v is not None}
-        unknown = sorted(set(options) - {"task_id"})
-        if unknown:
-            raise ConfigError("options", options, f"has unknown keys {unknown}", "pass 'task_id'")
-        if "task_id" not in options:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        task_id = options["task_id"]
-        if isinstance(task_id, str) and task_id in self._by_id:
-            return self._by_id[task_id]
-        is_index = isinstance(task_id, numbers.Integral) and not isinstance(task_id, bool)
-        if is_index and 0 <= int(task_id) < len(self.tasks):
-            return self.tasks[int(task_id)]
-        fix = f"pass an index < {len(self.tasks)} or an id such as {self.tasks[0].task_id!r}"
-        raise ConfigError("options['task_id']", task_id, "names no task", fix)
+        return choose_task(self.tasks, self._by_id, options, self.np_random)
 
     async def _reset_sandbox(self) -> None:
         if self._sandbox is None:
