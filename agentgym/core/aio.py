@@ -12,6 +12,7 @@ failing with "event loop is already running".
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import threading
@@ -38,10 +39,24 @@ class _ThreadLoop:
         self.pid = os.getpid()
 
     def __del__(self) -> None:
-        # A forked child inherits the parent's epoll instance: closing the loop there would
-        # unregister the parent's descriptors, so only the process that made it closes it.
-        if self.pid == os.getpid() and not self.loop.is_running():
-            self.loop.close()
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Cancel the loop's leftover tasks (e.g. an engine's worker), let them finish, close.
+
+        A forked child inherits the parent's epoll instance: closing the loop there would
+        unregister the parent's descriptors, so only the process that made it closes it.
+        """
+        loop = self.loop
+        if self.pid != os.getpid() or loop.is_running() or loop.is_closed():
+            return
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
@@ -49,6 +64,10 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     if holder is None or holder.loop.is_closed() or holder.pid != os.getpid():
         holder = _ThreadLoop()
         _local.holder = holder
+        if threading.current_thread() is threading.main_thread():
+            # The main thread's holder lives until interpreter exit, after asyncio would warn
+            # "Task was destroyed but it is pending" about tasks still parked on it.
+            atexit.register(holder.shutdown)
     return holder.loop
 
 

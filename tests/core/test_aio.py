@@ -152,3 +152,18 @@ def test_a_forked_child_gets_its_own_loop_and_leaves_the_parents_working() -> No
     assert aio._thread_loop() is parent_loop
     assert aio.run_sync(pid()) == os.getpid()
     assert aio.run_sync(asyncio.sleep(0.01, result="still works")) == "still works"
+
+
+def test_tasks_left_on_the_main_threads_loop_are_cancelled_cleanly_at_exit() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio\n"
+        "from agentgym.core import aio\n"
+        "async def park():\n"
+        "    asyncio.get_running_loop().create_task(asyncio.Event().wait(), name='worker')\n"
+        "aio.run_sync(park())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Task was destroyed" not in done.stderr
