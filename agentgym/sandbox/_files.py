@@ -9,6 +9,7 @@ hand and only while it stays inside the work dir (the semantics of ``openat2``'s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 
 from agentgym.core.errors import SandboxFileError
 
-__all__ = ["WorkdirFiles"]
+__all__ = ["HostFileMethods", "WorkdirFiles"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_LINKS = 40
@@ -220,3 +221,26 @@ def _rmtree(path: str) -> None:
                 with contextlib.suppress(OSError, NotImplementedError):
                     os.chmod(os.path.join(here, d), 0o700, follow_symlinks=False)
         shutil.rmtree(path)
+
+
+class HostFileMethods:
+    """``Sandbox.read_file`` / ``write_file`` / ``upload`` for backends whose work dir is a host
+    folder: both backends keep a ``WorkdirFiles`` as ``_files`` and define ``_check_open``."""
+
+    _files: WorkdirFiles
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    async def read_file(self, path: str) -> bytes:
+        self._check_open()
+        return await asyncio.to_thread(self._files.read, path)
+
+    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
+        self._check_open()
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        await asyncio.to_thread(self._files.write, path, raw, mode)
+
+    async def upload(self, local_dir: str | os.PathLike[str], dest: str = ".") -> None:
+        self._check_open()
+        await asyncio.to_thread(self._files.upload, os.fspath(local_dir), dest)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.sandbox._dockerapi import DockerAPI, ExecStream
-from agentgym.sandbox._files import WorkdirFiles
+from agentgym.sandbox._files import HostFileMethods, WorkdirFiles
 from agentgym.sandbox._output import CappedBuffer, allocation_failed
 from agentgym.sandbox.base import Command, Limits, RunResult, check_timeout, prlimit_args
 
@@ -42,7 +42,7 @@ class ContainerHandle:
     None where the daemon's cgroups cannot be read from here)."""
 
 
-class DockerSandbox:
+class DockerSandbox(HostFileMethods):
     """Runs commands in a Docker container started from agentgym's Python image.
 
     Isolated: the container's own pid, mount, IPC and UTS namespaces; no network (``network
@@ -207,19 +207,6 @@ class DockerSandbox:
                 return int(info["ExitCode"])
             await asyncio.sleep(0.01)
         return 137
-
-    async def read_file(self, path: str) -> bytes:
-        self._check_open()
-        return await asyncio.to_thread(self._files.read, path)
-
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
-        self._check_open()
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        await asyncio.to_thread(self._files.write, path, raw, mode)
-
-    async def upload(self, local_dir: str | os.PathLike[str], dest: str = ".") -> None:
-        self._check_open()
-        await asyncio.to_thread(self._files.upload, os.fspath(local_dir), dest)
 
     async def reset(self) -> None:
         """Kill every process of the sandbox user, empty ``/tmp`` and the work dir."""

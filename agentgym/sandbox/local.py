@@ -19,7 +19,7 @@ from agentgym.core.errors import (
     SandboxUnavailable,
 )
 from agentgym.sandbox._bwrap import bwrap_argv, bwrap_usable, record_failure, why_not_bwrap
-from agentgym.sandbox._files import WorkdirFiles
+from agentgym.sandbox._files import HostFileMethods, WorkdirFiles
 from agentgym.sandbox._process import (
     HELPER_ARGV,
     HelperProcess,
@@ -65,7 +65,7 @@ def _check_arguments(isolation: str, workdir: object, limits: object, tmp_size: 
         )
 
 
-class LocalSandbox:
+class LocalSandbox(HostFileMethods):
     """Runs commands on this machine, in bubblewrap when it is installed.
 
     Isolated with bubblewrap: a fresh user, pid, network, IPC, UTS and cgroup namespace per
@@ -253,19 +253,6 @@ class LocalSandbox:
         async with self._lock:
             helper = await self._ensure_helper()
             return await helper.execute(request, data, timeout, limits.output)
-
-    async def read_file(self, path: str) -> bytes:
-        self._check_open()
-        return await asyncio.to_thread(self._files.read, path)
-
-    async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
-        self._check_open()
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        await asyncio.to_thread(self._files.write, path, raw, mode)
-
-    async def upload(self, local_dir: str | os.PathLike[str], dest: str = ".") -> None:
-        self._check_open()
-        await asyncio.to_thread(self._files.upload, os.fspath(local_dir), dest)
 
     async def reset(self) -> None:
         """End every process (the helper restarts on the next run) and empty the work dir."""

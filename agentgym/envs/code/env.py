@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import math
-import numbers
-import operator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, EnvStateError, SandboxError
+from agentgym.core.errors import EnvStateError, SandboxError
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.code.grader import GradeResult, grade
 from agentgym.envs.code.tasks import CodeTask, load_tasks
 from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
 from agentgym.envs.tasks import choose_task
+from agentgym.envs.validate import choice, integer, seconds
 from agentgym.sandbox import Limits, Sandbox, open_sandbox
 
 __all__ = ["CodeEnv"]
@@ -116,15 +114,15 @@ class CodeEnv(AgentEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__(tools=(), render_mode=render_mode)
-        _choice("reward", reward, ("all", "fraction"))
-        _choice("sandbox", sandbox, ("local", "docker"))
+        choice("reward", reward, ("all", "fraction"))
+        choice("sandbox", sandbox, ("local", "docker"))
         self.reward_mode, self.backend = reward, sandbox
-        self.timeout = _seconds(timeout)
+        self.timeout = seconds("timeout", timeout)
         self.limits = Limits(
-            memory=_integer("memory_mb", memory_mb, 16) * MiB,
-            processes=_integer("max_processes", max_processes, 1),
+            memory=integer("memory_mb", memory_mb, 16) * MiB,
+            processes=integer("max_processes", max_processes, 1),
         )
-        self.max_attempts = _integer("max_attempts", max_attempts, 1)
+        self.max_attempts = integer("max_attempts", max_attempts, 1)
         self.tasks = load_tasks(data)
         self._by_id = {task.task_id: task for task in self.tasks}
         self._sandbox: Sandbox | None = None
@@ -227,32 +225,3 @@ def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> 
         "infra_error": graded.infra_error is not None,
         "reward_components": {"tests": reward},
     }
-
-
-# --- argument validation -------------------------------------------------------------------
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        options = " or ".join(repr(a) for a in allowed)
-        raise ConfigError(name, value, f"must be {options}", f"pass {name}={allowed[0]!r}")
-
-
-def _integer(name: str, value: object, minimum: int) -> int:
-    fix = f"pass an int >= {minimum}"
-    if isinstance(value, bool):
-        raise ConfigError(name, value, "must be an int, not a bool", fix)
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ConfigError(name, value, "must be an int", fix) from None
-    if number < minimum:
-        raise ConfigError(name, value, f"must be >= {minimum}", fix)
-    return number
-
-
-def _seconds(value: object) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not ok or not (0 < float(value) < math.inf):  # type: ignore[arg-type]
-        raise ConfigError("timeout", value, "must be a finite number of seconds > 0", "timeout=10")
-    return float(value)  # type: ignore[arg-type]

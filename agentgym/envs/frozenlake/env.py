@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
-import operator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -34,6 +31,7 @@ from agentgym.envs.frozenlake.text import (
     read_text_move,
     too_many_calls,
 )
+from agentgym.envs.validate import integer, real
 
 __all__ = ["MOVE", "FrozenLakeEnv"]
 
@@ -155,7 +153,7 @@ class FrozenLakeEnv(AgentEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__(tools=(MOVE,), tool_parser=tool_parser, render_mode=render_mode)
-        self.size = _integer("size", size, 2, "pass an int >= 2, e.g. size=4")
+        self.size = integer("size", size, 2, "pass an int >= 2, e.g. size=4")
         self.hole_prob = _probability(hole_prob)
         if not isinstance(slippery, bool | np.bool_):
             raise ConfigError("slippery", slippery, "must be a bool", "pass True or False")
@@ -163,7 +161,7 @@ class FrozenLakeEnv(AgentEnv):
         self.max_turns = (
             None
             if max_turns is None
-            else _integer("max_turns", max_turns, 1, "pass an int >= 1, or None for 2*size*size")
+            else integer("max_turns", max_turns, 1, "pass an int >= 1, or None for 2*size*size")
         )
         self.invalid_action_reward = _penalty(invalid_action_reward, "invalid_action_reward")
         self.hole_reward = _penalty(hole_reward, "hole_reward")
@@ -228,7 +226,7 @@ class FrozenLakeEnv(AgentEnv):
         if "map" in options:
             return None, parse_map(options["map"])
         if "task_id" in options:
-            task_id = _integer("options['task_id']", options["task_id"], 0, "pass an int >= 0")
+            task_id = integer("options['task_id']", options["task_id"], 0, "pass an int >= 0")
         else:
             task_id = int(self.np_random.integers(NUM_TASKS))
         return task_id, generate_map(task_id, self.size, self.hole_prob)
@@ -314,30 +312,9 @@ def _with_hint(message: Message) -> Message:
 # --- argument validation -------------------------------------------------------------------
 
 
-def _integer(name: str, value: object, minimum: int, fix: str) -> int:
-    if isinstance(value, bool | np.bool_):
-        raise ConfigError(name, value, "must be an int, not a bool", fix)
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ConfigError(name, value, "must be an int", fix) from None
-    if number < minimum:
-        raise ConfigError(name, value, f"must be >= {minimum}", fix)
-    return number
-
-
-def _real(name: str, value: object, fix: str) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise ConfigError(name, value, "must be a number", fix)
-    number = float(value)
-    if not math.isfinite(number):
-        raise ConfigError(name, value, "must be finite", fix)
-    return number
-
-
 def _probability(value: object) -> float:
     fix = "pass a float in [0, 1), e.g. hole_prob=0.2"
-    number = _real("hole_prob", value, fix)
+    number = real("hole_prob", value, fix)
     if not 0.0 <= number < 1.0:
         raise ConfigError("hole_prob", value, "must be in [0, 1)", fix)
     return number
@@ -345,7 +322,7 @@ def _probability(value: object) -> float:
 
 def _penalty(value: object, name: str) -> float:
     fix = f"pass a float <= 0, e.g. {name}=-0.1 (0 for no penalty)"
-    number = _real(name, value, fix)
+    number = real(name, value, fix)
     if number > 0:
         raise ConfigError(name, value, "must be <= 0 (a penalty)", fix)
     return number

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -23,6 +20,7 @@ from agentgym.envs.math.tasks import (
     load_file,
 )
 from agentgym.envs.tasks import choose_task
+from agentgym.envs.validate import choice, integer, seconds
 from agentgym.sandbox import Sandbox, open_sandbox
 
 __all__ = ["MathEnv"]
@@ -148,10 +146,10 @@ class MathEnv(AgentEnv):
         require_math_verify()
         if not isinstance(python_tool, bool):
             raise ConfigError("python_tool", python_tool, "must be a bool", "pass True or False")
-        _choice("sandbox", sandbox, ("local", "docker"))
-        _choice("answer_format", answer_format, ("auto", "plain", "gsm8k", "math"))
-        self.python_timeout = _seconds("python_timeout", python_timeout)
-        self.grade_timeout = _seconds("grade_timeout", grade_timeout)
+        choice("sandbox", sandbox, ("local", "docker"))
+        choice("answer_format", answer_format, ("auto", "plain", "gsm8k", "math"))
+        self.python_timeout = seconds("python_timeout", python_timeout)
+        self.grade_timeout = seconds("grade_timeout", grade_timeout)
         tools = (Tool.from_function(self._python, name="python"),) if python_tool else ()
         super().__init__(
             tools=tools,
@@ -161,7 +159,7 @@ class MathEnv(AgentEnv):
         )
         self.python_tool, self.backend = python_tool, sandbox
         default_turns = 8 if python_tool else 1
-        self.max_turns = _integer("max_turns", default_turns if max_turns is None else max_turns)
+        self.max_turns = integer("max_turns", default_turns if max_turns is None else max_turns)
         if data is not None:
             self.tasks = load_file(data, question_key, answer_key, answer_format, split)
         elif split is not None:
@@ -169,7 +167,7 @@ class MathEnv(AgentEnv):
         else:
             mix = DEFAULT_GENERATORS if generators is None else generators
             self.tasks = generate_tasks(
-                mix, _integer("size", size), _integer("data_seed", data_seed, 0)
+                mix, integer("size", size), integer("data_seed", data_seed, 0)
             )
         self._by_id = {task.task_id: task for task in self.tasks}
         self._sandbox: Sandbox | None = None
@@ -274,29 +272,3 @@ class MathEnv(AgentEnv):
 async def _close_quietly(sandbox: Sandbox) -> None:
     with contextlib.suppress(SandboxError):
         await sandbox.close()
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        options = " or ".join(repr(a) for a in allowed)
-        raise ConfigError(name, value, f"must be {options}", f"pass {name}={allowed[0]!r}")
-
-
-def _integer(name: str, value: object, minimum: int = 1) -> int:
-    fix = f"pass an int >= {minimum}"
-    if isinstance(value, bool):
-        raise ConfigError(name, value, "must be an int, not a bool", fix)
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ConfigError(name, value, "must be an int", fix) from None
-    if number < minimum:
-        raise ConfigError(name, value, f"must be >= {minimum}", fix)
-    return number
-
-
-def _seconds(name: str, value: object) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not ok or not (0 < float(value) < math.inf):  # type: ignore[arg-type]
-        raise ConfigError(name, value, "must be a finite number of seconds > 0", f"{name}=10")
-    return float(value)  # type: ignore[arg-type]
