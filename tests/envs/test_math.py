@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.core import run_sync
 from agentgym.envs.math import MathEnv, all_boxed, generate_tasks, grade, last_boxed
 from agentgym.error import ConfigError, EnvStateError
-
-pytest.importorskip("math_verify")
-pytest.importorskip("reasoning_gym")
 
 
 def score(response: str, reference: str, exact: bool = False) -> tuple[bool, str]:
@@ -124,8 +123,6 @@ def test_math_format_file_with_column_names(tmp_path: Path) -> None:
 
 
 def test_parquet_file(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
-    pa = pytest.importorskip("pyarrow")
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"question": ["1+1?"], "answer": ["2"]}), path)
     env = MathEnv(data=str(path))
@@ -139,7 +136,6 @@ def test_parquet_file(tmp_path: Path) -> None:
 
 def save_dataset(folder: Path, columns: dict[str, list[Any]], split: str, shards: int = 1) -> None:
     """What ``datasets.Dataset.save_to_disk`` writes: Arrow IPC streams + state.json + info."""
-    pa = pytest.importorskip("pyarrow")
     folder.mkdir(parents=True)
     table = pa.table(columns)
     size = -(-table.num_rows // shards)
@@ -208,8 +204,6 @@ def test_dataset_dict_directory_picks_the_split(tmp_path: Path) -> None:
 
 
 def test_gsm8k_like_hub_snapshot(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
-    pa = pytest.importorskip("pyarrow")
     for config in ("main", "socratic"):
         for split, base in (("train", 100), ("test", 0)):
             rows = {
