@@ -6,6 +6,7 @@
     agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--model DIR] [--episodes N] [--temperature T] [--json]
+    agentgym mcp inspect [--url URL] [--call TOOL] [--arguments JSON] [--json] [-- COMMAND ...]
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
 ``argparse`` parser and a function that runs it and returns the exit status. A new subcommand is a
@@ -299,6 +300,19 @@ def _run_eval(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
+def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    # Loaded lazily: the mcp extra is optional.
+    from agentgym.envs.mcp.cli import add_mcp_arguments
+
+    add_mcp_arguments(parser)
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    from agentgym.envs.mcp.cli import run_mcp
+
+    return run_mcp(args)
+
+
 COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
@@ -316,6 +330,11 @@ COMMANDS: dict[str, Command] = {
         "success rate of a model on an env, with its Wilson confidence interval (95 percent)",
         _add_eval_arguments,
         _run_eval,
+    ),
+    "mcp": Command(
+        "MCP servers: `agentgym mcp inspect -- <server command>` lists tools and tries a call",
+        _add_mcp_arguments,
+        _run_mcp,
     ),
 }
 
