@@ -28,6 +28,9 @@ missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+# The SWE env's local backend runs the host's /usr/bin/python3 with Debian's pytest, and git.
+command -v git >/dev/null || missing+=(git)
+/usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
 if ((${#missing[@]})); then
     log "apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

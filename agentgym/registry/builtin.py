@@ -49,3 +49,20 @@ def register_builtin_envs() -> None:
         description="Math-v0 with a sandboxed python tool (up to 8 turns).",
         python_tool=True,
     )
+    register(
+        "agentgym/SWE-v0",
+        "agentgym.envs.swe:SWEEnv",
+        family="SWE",
+        tags=("code", "swe", "multi-turn", "tools", "sandbox", "repository"),
+        extras=("docker",),  # only for the docker backend; "local" needs bubblewrap and git
+        reward_range=(0.0, 1.0),
+        description="Fix a reported bug in a real repository; graded by its own tests.",
+    )
+    register(
+        "agentgym/MCP-v0",
+        "agentgym.envs.mcp:MCPEnv",
+        family="MCP",
+        tags=("tools", "multi-turn", "mcp"),
+        extras=("mcp",),
+        description="Do a task with an MCP server's tools (default: the shipped store server).",
+    )
