@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from agentgym.core.errors import Error
+from agentgym.inference._prefix import KV, PrefixCache
 from agentgym.inference.base import Completion, FinishReason, SamplingParams
 from agentgym.inference.sampling import sample_rows, sampling_logprobs
 
@@ -47,8 +48,10 @@ class RunningBatch:
         decode: Callable[[list[int], bool], str],
         pad_id: int,
         max_positions: int | None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.model = model
+        self.prefix_cache = prefix_cache
         self.decode = decode
         self.pad_id = pad_id
         self.max_positions = max_positions
@@ -68,8 +71,11 @@ class RunningBatch:
         logits: list[torch.Tensor] = []
         if self.rows:
             logits.append(self._decode())
-        if joining:
-            logits.append(self._prefill(joining))
+        fresh, resumed = self._split(joining)
+        if fresh:
+            logits.append(self._prefill(fresh))
+        if resumed:
+            logits.append(self._prefill_cached(resumed))
         if logits:
             self._sample(torch.cat(logits))
         done += self._retire()
@@ -116,6 +122,66 @@ class RunningBatch:
         logits = self._forward(ids, mask, pos, cache)
         self._join(joining, cache, mask)
         return logits
+
+    def _split(self, joining: list[Row]) -> tuple[list[Row], list[tuple[Row, int, KV]]]:
+        """Rows to prefill from scratch, and rows whose prompt extends a kept cache."""
+        if self.prefix_cache is None:
+            return joining, []
+        fresh, resumed = [], []
+        for row in joining:
+            found = self.prefix_cache.take(row.prompt)
+            if found is None:
+                fresh.append(row)
+            else:
+                resumed.append((row, *found))
+        return fresh, resumed
+
+    def _prefill_cached(self, resumed: list[tuple[Row, int, KV]]) -> torch.Tensor:
+        """Prefill only the new tokens of rows whose prompt starts with a kept cache.
+
+        Columns: ``[pad | kept prefix][pad | new tokens]``, both parts left-padded to the widest
+        row; padding columns are masked and positions count real tokens only.
+        """
+        kept = max(n for _, n, _ in resumed)
+        width = max(len(row.prompt) - n for row, n, _ in resumed)
+        rows = len(resumed)
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros(rows, kept + width, dtype=torch.long)
+        pos = torch.zeros(rows, width, dtype=torch.long)
+        for i, (row, n, _) in enumerate(resumed):
+            new = row.prompt[n:]
+            ids[i, width - len(new) :] = torch.tensor(new)
+            mask[i, kept - n : kept] = 1
+            mask[i, kept + width - len(new) :] = 1
+            pos[i, width - len(new) :] = torch.arange(n, n + len(new))
+        device = self.device
+        layers = [
+            (
+                torch.cat([_pad_left(kv[layer][0], kept - n) for _, n, kv in resumed]).to(device),
+                torch.cat([_pad_left(kv[layer][1], kept - n) for _, n, kv in resumed]).to(device),
+            )
+            for layer in range(len(resumed[0][2]))
+        ]
+        cache = DynamicCache(ddp_cache_data=layers)
+        logits = self._forward(ids, mask, pos, cache)
+        self._join([row for row, _, _ in resumed], cache, mask)
+        return logits
+
+    def _keep_prefixes(self, done: list[int]) -> None:
+        """Offer the caches of rows that finished normally to the prefix cache."""
+        if self.prefix_cache is None or self.cache is None:
+            return
+        kv = _kv(self.cache)
+        for i in done:
+            row = self.rows[i]
+            cached = row.prompt + row.tokens[:-1]
+            columns = self.mask[i].nonzero()[:, 0].to(self.device)
+            if row.finish == "abort" or len(columns) != len(cached):
+                continue
+            self.prefix_cache.put(
+                cached,
+                [(k[i : i + 1, :, columns], v[i : i + 1, :, columns]) for k, v in kv],
+            )
 
     def _join(self, joining: list[Row], cache: DynamicCache, mask: torch.Tensor) -> None:
         lengths = torch.tensor([len(row.prompt) for row in joining])
@@ -173,6 +239,7 @@ class RunningBatch:
         keep = [i for i, row in enumerate(self.rows) if row.finish is None]
         if len(keep) == len(self.rows):
             return []
+        self._keep_prefixes([i for i, row in enumerate(self.rows) if row.finish is not None])
         done = [row for row in self.rows if row.finish is not None]
         if not keep:
             self.clear()
@@ -220,6 +287,11 @@ def _left_pad(
     pad = (0, 0, extra, 0)  # dim -2 (sequence), on the left
     padded = [(torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad)) for k, v in kv]
     return padded, torch.nn.functional.pad(mask, (extra, 0))
+
+
+def _pad_left(tensor: torch.Tensor, extra: int) -> torch.Tensor:
+    """``[1, heads, T, dim]`` with ``extra`` zero columns before the sequence."""
+    return torch.nn.functional.pad(tensor, (0, 0, extra, 0)) if extra else tensor
 
 
 def _kv(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -28,6 +28,7 @@ import torch
 
 from agentgym.core.errors import ConfigError, Error
 from agentgym.inference._batch import Row, RunningBatch
+from agentgym.inference._prefix import PrefixCache
 from agentgym.inference.base import Completion, EngineClosedError, SamplingParams
 
 __all__ = ["EngineStats", "HFEngine"]
@@ -45,6 +46,10 @@ class EngineStats:
     """Most rows ever decoded together."""
     joins: int = 0
     """Prefills that joined a batch already running."""
+    prefix_hits: int = 0
+    """Prompts that continued a kept cache (see ``prefix_cache_bytes``)."""
+    prefix_tokens: int = 0
+    """Prompt tokens those hits did not have to prefill."""
 
 
 class HFEngine:
@@ -56,6 +61,9 @@ class HFEngine:
         max_batch_size: most requests decoded together; more wait in the queue.
         device: move the model there first (default: leave it where it is).
         seed: seeds the generators of requests that bring no ``SamplingParams.seed``.
+        prefix_cache_bytes: KV cache kept from finished requests so that a prompt continuing one
+            (the next turn of a conversation) prefills only its new tokens; 0 turns it off.
+            Dropped on ``update_weights``.
     """
 
     def __init__(
@@ -66,9 +74,14 @@ class HFEngine:
         max_batch_size: int = 64,
         device: torch.device | str | None = None,
         seed: int | None = None,
+        prefix_cache_bytes: int = 256 * 2**20,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError("max_batch_size", max_batch_size, "must be >= 1", "use e.g. 64")
+        if not isinstance(prefix_cache_bytes, int) or prefix_cache_bytes < 0:
+            raise ConfigError(
+                "prefix_cache_bytes", prefix_cache_bytes, "must be an int >= 0", "use 0 to turn off"
+            )
         self.model = model.to(device) if device is not None else model
         self.model.eval()
         self.tokenizer = tokenizer
@@ -81,7 +94,10 @@ class HFEngine:
             else min(self.eos_ids, default=0)
         )
         max_positions = getattr(model.config, "max_position_embeddings", None)
-        self._batch = RunningBatch(self.model, self._decode, int(pad), max_positions)
+        self._prefixes = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes else None
+        self._batch = RunningBatch(
+            self.model, self._decode, int(pad), max_positions, self._prefixes
+        )
         self._pending: deque[tuple[Row, asyncio.Future[Completion]]] = deque()
         self._futures: dict[int, asyncio.Future[Completion]] = {}
         self._seeds = random.Random(seed)
@@ -233,6 +249,9 @@ class HFEngine:
         self.stats.steps += 1
         self.stats.tokens += len(self._batch.rows) + len(finished)
         self.stats.max_rows = max(self.stats.max_rows, len(self._batch.rows) + len(finished))
+        if self._prefixes is not None:
+            self.stats.prefix_hits = self._prefixes.hits
+            self.stats.prefix_tokens = self._prefixes.reused_tokens
         return finished
 
     def _resolve(self, row: Row, completion: Completion) -> None:
@@ -266,6 +285,8 @@ class HFEngine:
         return prompt
 
     def _load(self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]) -> None:
+        if self._prefixes is not None:
+            self._prefixes.clear()  # caches computed by the old weights
         if isinstance(weights, str | os.PathLike):
             weights = _read_safetensors(Path(weights))
         with torch.no_grad():
