@@ -226,6 +226,12 @@ class DockerSandbox(HostFileMethods):
         async with self._lock:
             await asyncio.to_thread(self._handle.remove)
 
+    def remove_now(self) -> None:
+        """Remove the container at once, from any thread and without waiting for a run in
+        progress (it then fails with ``SandboxError``); blocking. ``close`` is then a no-op."""
+        self._closed = True
+        self._handle.remove()
+
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError(f"docker sandbox {self.id} is closed")

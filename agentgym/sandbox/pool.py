@@ -16,7 +16,7 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,11 @@ class DockerPool:
     code is never reused); taking one starts a replacement in the background. Container-wide
     limits (``memory``, ``processes``, ``cpus``, ``tmp_size``) are set here; per-run ``Limits``
     are the sandboxes' default. Usable from any thread and event loop.
+
+    ``prepare`` (an argv) runs in every new container, as the sandbox user in the work dir,
+    before the container counts as warm (e.g. copying a repository from the image into the work
+    dir); a failure removes the container and raises ``SandboxError`` with its output.
+    ``labels`` are added to every container's own (``agentgym.sandbox``, ``agentgym.owner``).
     """
 
     def __init__(
@@ -140,6 +145,8 @@ class DockerPool:
         env: Mapping[str, str] | None = None,
         root: str | None = None,
         max_workers: int = 8,
+        prepare: Sequence[str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         _check_int("size", size, 0, "DockerPool(size=4)")
         _check_int("memory", memory, 64 * MiB, "memory=2 * 2**30")
@@ -156,6 +163,14 @@ class DockerPool:
         self._spec = {"memory": memory, "processes": processes, "cpus": cpus, "tmp_size": tmp_size}
         self._env = dict(env or {})
         self._root = root
+        if prepare is not None and (
+            isinstance(prepare, str) or not prepare or not all(isinstance(a, str) for a in prepare)
+        ):
+            raise ConfigError(
+                "prepare", prepare, "must be a non-empty list of str", "pass e.g. ['cp', '-a', ...]"
+            )
+        self._prepare = list(prepare) if prepare is not None else None
+        self._labels = {**(labels or {}), LABEL: "1", OWNER: owner()}
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers, thread_name_prefix="agentgym-docker"
         )
@@ -211,7 +226,7 @@ class DockerPool:
         container = client.api.create_container(
             self.image,
             command=["sleep", "infinity"],
-            labels={LABEL: "1", OWNER: owner()},
+            labels=self._labels,
             working_dir=self.workdir,
             hostname="sandbox",
             host_config=client.api.create_host_config(
@@ -232,8 +247,12 @@ class DockerPool:
         _live.add(cid, client, host_dir)
         try:
             client.api.start(cid)
+            if self._prepare:
+                self._run_prepare(client, cid, uid, self._prepare)
         except Exception as e:
             _live.remove(cid)
+            if isinstance(e, SandboxError):
+                raise
             raise SandboxError(f"container from {self.image} did not start: {e}") from e
         return ContainerHandle(
             id=cid,
@@ -243,6 +262,23 @@ class DockerPool:
             restart=functools.partial(client.api.restart, cid, timeout=0),
             oom_kills=functools.partial(_read_oom_kills, _oom_file(client, cid)),
         )
+
+    def _run_prepare(self, client: Any, cid: str, uid: int, argv: list[str]) -> None:
+        exec_id = client.api.exec_create(
+            cid,
+            argv,
+            user=f"{uid}:{uid}",
+            workdir=self.workdir,
+            environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"},
+        )
+        output = client.api.exec_start(exec_id)
+        code = client.api.exec_inspect(exec_id).get("ExitCode")
+        if code != 0:
+            tail = output.decode(errors="replace")[-2000:]
+            raise SandboxError(
+                f"preparing a container from {self.image} failed ({argv[0]} exited "
+                f"with {code}): {tail}"
+            )
 
     def _release(self, cid: str) -> None:
         with self._lock:
@@ -277,7 +313,12 @@ class DockerPool:
         with self._lock:
             fut = self._ready.popleft() if self._ready else self._executor.submit(self._create)
         self._fill()
-        handle = await asyncio.wrap_future(fut)
+        try:
+            handle = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            # A container still starting would belong to no one: remove it once it is up.
+            fut.add_done_callback(_remove_started)
+            raise
         with self._lock:
             closed = self._closed
             if not closed:
@@ -303,6 +344,19 @@ class DockerPool:
         finally:
             pool._executor.shutdown(wait=False)
 
+    def resize(self, size: int) -> None:
+        """Keep ``size`` containers warm from now on: start the missing ones in the background,
+        or remove the surplus warm ones (containers handed out stay)."""
+        _check_int("size", size, 0, "pool.resize(2)")
+        with self._lock:
+            self.size = size
+            surplus = []
+            while len(self._ready) > size:
+                surplus.append(self._ready.pop())
+        for fut in surplus:
+            fut.add_done_callback(_remove_started)
+        self._fill()
+
     async def close(self) -> None:
         """Remove every container this pool made, warm or handed out; idempotent."""
         with self._lock:
@@ -321,6 +375,19 @@ class DockerPool:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _remove_started(fut: concurrent.futures.Future[ContainerHandle]) -> None:
+    """Done callback: remove the container ``fut`` started (in a thread: removing blocks)."""
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    cid = fut.result().id
+    threading.Thread(target=_remove_quietly, args=(cid,), name="agentgym-docker-rm").start()
+
+
+def _remove_quietly(cid: str) -> None:
+    with contextlib.suppress(Exception):  # best effort; the reaper and atexit catch the rest
+        _live.remove(cid)
 
 
 def _results(futures: list[concurrent.futures.Future[ContainerHandle]]) -> list[ContainerHandle]:

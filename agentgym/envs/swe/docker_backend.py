@@ -177,6 +177,8 @@ class DockerSWEBackend:
     when missing; see ``agentgym.envs.swe.images``) with no network, a read-only root, only the
     work dir (``/work``, holding ``repo``) and a ``/tmp`` tmpfs writable, all capabilities
     dropped, memory, process and CPU limits, as an unprivileged user: see ``DockerSandbox``.
+    ``await backend.warm(instances)`` builds missing images and fills their pools ahead of the
+    first reset; otherwise an image's pool starts with its first acquire.
 
     Args:
         pool_size: containers kept warm per image (``0``: each acquire starts one).
