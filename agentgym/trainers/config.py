@@ -243,10 +243,15 @@ class AlgorithmConfig(TrainerConfig):
     """Group advantages: divide by the group's reward std (GRPO); False only subtracts the mean
     (Dr. GRPO)."""
     gamma: float = 1.0
-    """Discount: per sampled token for gae and reinforce++, per turn for per_turn_credit."""
+    """Discount: per sampled token for gae and reinforce++, per turn for per_turn_credit and
+    step credit."""
     per_turn_credit: bool = False
     """Multi-turn: credit each turn with its own return-to-go against the group baseline instead
     of giving every turn the episode's advantage."""
+    step_credit: float = 0.0
+    """Multi-turn: weight ω of GiGPO's step-level advantage, added to every turn's advantage:
+    the turn's discounted return-to-go against the other turns of its group taken from the same
+    state (the env's ``info["state"]``, else the same observation text); 0 turns it off."""
     clip_eps_low: float = 0.2
     """ε_low: the probability ratio is clipped at 1 − ε_low where the advantage is negative."""
     clip_eps_high: float = 0.2
@@ -272,6 +277,7 @@ class AlgorithmConfig(TrainerConfig):
 
     _bounds: ClassVar[dict[str, str]] = {
         "gamma": "in [0, 1]",
+        "step_credit": ">= 0",
         "clip_eps_low": "in (0, 1)",
         "clip_eps_high": "> 0",
         "dual_clip": "> 1",
@@ -310,6 +316,14 @@ class AlgorithmConfig(TrainerConfig):
             f"is implemented for group advantages, not {estimator}",
             "set advantage_estimator='group' or per_turn_credit=False",
         )
+        _require(
+            not self.step_credit
+            or estimator in (AdvantageEstimator.GROUP, AdvantageEstimator.RLOO),
+            self,
+            "step_credit",
+            f"adds to group or rloo advantages, not to {estimator}",
+            "set advantage_estimator='group' or step_credit=0",
+        )
 
     @property
     def aggregation_length(self) -> int:
@@ -317,6 +331,7 @@ class AlgorithmConfig(TrainerConfig):
         return self.max_new_tokens if self.norm_length is None else self.norm_length
 
 
+_SEQUENCE_ESTIMATORS = (AdvantageEstimator.GROUP, AdvantageEstimator.RLOO)
 _ALGORITHMS: dict[str, type[AlgorithmConfig]] = {}
 C = TypeVar("C", bound=type[AlgorithmConfig])
 

@@ -8,7 +8,7 @@ Nothing here knows about devices or distribution.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple, TypedDict, TypeVar
 
 import torch
@@ -36,6 +36,7 @@ from agentgym.trainers.algorithms import (
     truncated_importance_weights,
     turn_values_to_tokens,
 )
+from agentgym.trainers.algorithms.anchors import anchor_state_advantages, turn_states
 from agentgym.trainers.batch import Sample, TrainBatch
 from agentgym.trainers.config import AlgorithmConfig
 from agentgym.trainers.modules import PolicyOutput
@@ -109,7 +110,11 @@ def _turn_sums(per_token: Tensor, spans: Sequence[Spans]) -> list[list[float]]:
 
 
 def _sequence_advantages(
-    config: AlgorithmConfig, turn_rewards: list[list[float]], spans: list[Spans], mask: Tensor
+    config: AlgorithmConfig,
+    turn_rewards: list[list[float]],
+    spans: list[Spans],
+    mask: Tensor,
+    states: list[list[Hashable]] | None = None,
 ) -> Tensor:  # [B, T]
     if config.per_turn_credit:
         per_turn = per_turn_group_advantages(
@@ -121,7 +126,20 @@ def _sequence_advantages(
         values = rloo_advantages(rewards, config.group_size)
     else:
         values = group_advantages(rewards, config.group_size, scale_by_std=config.scale_by_std)
-    return broadcast_to_tokens(values, mask)
+    if not config.step_credit or states is None:
+        return broadcast_to_tokens(values, mask)
+    steps = anchor_state_advantages(
+        turn_rewards,
+        states,
+        config.group_size,
+        gamma=config.gamma,
+        scale_by_std=config.scale_by_std,
+    )
+    per_turn = [
+        [episode + config.step_credit * step for step in turns]
+        for episode, turns in zip(values.tolist(), steps, strict=True)
+    ]
+    return turn_values_to_tokens(per_turn, spans, mask)
 
 
 @torch.no_grad()
@@ -168,7 +186,10 @@ def compute_advantages(
             [r - config.kl_beta * k for r, k in zip(rs, ks, strict=True)]
             for rs, ks in zip(turn_rewards, turn_kl, strict=True)
         ]
-    return Advantages(_sequence_advantages(config, turn_rewards, spans, mask), None)
+    states = [turn_states(s.episode) for s in samples] if config.step_credit else None
+    if states is not None and any(len(st) != len(sp) for st, sp in zip(states, spans, strict=True)):
+        states = None  # single-turn rows without turn spans: nothing to anchor
+    return Advantages(_sequence_advantages(config, turn_rewards, spans, mask, states), None)
 
 
 def minibatch_normalizer(config: AlgorithmConfig, loss_mask: Tensor) -> float:

@@ -130,9 +130,10 @@ class FrozenLakeEnv(AgentEnv):
         render_mode: ``"ansi"`` returns the board, ``"human"`` prints it.
 
     Step info keys: ``success``, ``invalid_action``, ``reward_components``, ``position``
-    (0-based row and column), ``turn``, ``task_id``, and ``truncation_reason`` when truncated.
-    Reset info keys: ``tools``, ``task_id`` (``None`` for a given map), ``map``, ``size``,
-    ``max_turns``.
+    (0-based row and column), ``turn``, ``task_id``, ``state`` (the map and the square, e.g.
+    ``"SFF/FHF/FFG@0,1"``: equal states, equal futures; trainers' step credit groups turns by
+    it), and ``truncation_reason`` when truncated. Reset info keys: ``tools``, ``task_id``
+    (``None`` for a given map), ``map``, ``size``, ``max_turns``, ``state``.
 
     Version history:
         v0: first version.
@@ -183,6 +184,7 @@ class FrozenLakeEnv(AgentEnv):
             "map": format_map(rows),
             "size": len(rows),
             "max_turns": max_turns,
+            "state": _state(episode),
         }
         return observation, info
 
@@ -291,10 +293,17 @@ class FrozenLakeEnv(AgentEnv):
             "position": episode.position,
             "turn": episode.turns,
             "task_id": episode.task_id,
+            "state": _state(episode),
         }
         if truncated:
             info["truncation_reason"] = "max_turns"
         return messages, float(sum(components.values())), terminated, truncated, info
+
+
+def _state(episode: _Episode) -> str:
+    """The situation's id: the map and the player's square (equal ids, equal futures)."""
+    row, col = episode.position
+    return f"{format_map(episode.rows)}@{row},{col}"
 
 
 def _is_turn(action: object) -> bool:

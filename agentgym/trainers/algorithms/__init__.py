@@ -17,6 +17,7 @@ from agentgym.trainers.algorithms.advantages import (
     rloo_advantages,
 )
 from agentgym.trainers.algorithms.aggregation import Aggregation, aggregate, as_aggregation
+from agentgym.trainers.algorithms.anchors import anchor_state_advantages, turn_states
 from agentgym.trainers.algorithms.dapo import DynamicSampler, informative_groups, overlong_penalty
 from agentgym.trainers.algorithms.importance import (
     ImportanceWeights,
@@ -58,6 +59,7 @@ __all__ = [
     "PolicyLoss",
     "ValueLoss",
     "aggregate",
+    "anchor_state_advantages",
     "as_aggregation",
     "as_groups",
     "broadcast_to_tokens",
@@ -82,5 +84,6 @@ __all__ = [
     "rloo_advantages",
     "truncated_importance_weights",
     "turn_returns",
+    "turn_states",
     "turn_values_to_tokens",
 ]
