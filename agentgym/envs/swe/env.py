@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,8 @@ class _Episode:
     infra_error: str | None = None
     turns: int = 0
     over: bool = False
+    interrupted: bool = False
+    """A step raised or was cancelled midway (e.g. past a vector env's ``step_timeout``)."""
 
 
 class SWEEnv(AgentEnv):
@@ -81,7 +84,9 @@ class SWEEnv(AgentEnv):
         Terminated by ``submit``; truncated after ``max_turns`` turns
         (``info["truncation_reason"] == "max_turns"``), and graded all the same. A sandbox
         failure ends the episode with reward 0 and ``info["infra_error"]`` True: drop the
-        sample. Stepping an ended episode raises ``EnvStateError``.
+        sample. A step cancelled midway (a vector env's ``step_timeout``, ``asyncio.wait_for``)
+        ends the episode there and gives its sandbox back at once, stopping what ran in it.
+        Stepping an ended episode raises ``EnvStateError``; ``reset()`` starts a new one.
 
     Sandbox: what is isolated and what is not:
         Each episode gets a sandbox of its own from the backend: ``"docker"`` (a container per
@@ -172,6 +177,7 @@ class SWEEnv(AgentEnv):
     ) -> tuple[Observation, dict[str, Any]]:
         await super().areset(seed=seed, options=options)
         await self._end_episode()
+        self._episode = None  # a reset cancelled below leaves no half-ended episode to step
         instance = choose_task(self.instances, self._by_id, options, self.np_random)
         sandbox, error = None, None
         try:
@@ -197,7 +203,20 @@ class SWEEnv(AgentEnv):
         episode = self._episode
         if episode is None or episode.over:
             when = "before reset()" if episode is None else "after the episode ended"
+            if episode is not None and episode.interrupted:
+                when += " (its last step was cancelled or failed midway)"
             raise EnvStateError(f"SWEEnv.step() called {when}; call reset() first")
+        try:
+            return await self._step(episode, action)
+        except (Exception, asyncio.CancelledError):
+            # Cancelled (a step deadline) or failed midway: whatever the step started may still
+            # run in the sandbox. End the episode and give the sandbox back now rather than at
+            # the next reset; shielded, so a second cancellation cannot leave it half released.
+            episode.over = episode.interrupted = True
+            await asyncio.shield(self._end_episode())
+            raise
+
+    async def _step(self, episode: _Episode, action: Action) -> StepResult:
         episode.turns += 1
         messages: tuple[Any, ...] = (user(SANDBOX_FAILED),)
         if episode.infra_error is None:

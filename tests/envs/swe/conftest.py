@@ -44,10 +44,27 @@ def test_mean_float():
 PROBLEM = "calc.ops.mean([1, 2]) returns 1, but the mean of 1 and 2 is 1.5."
 
 
+# Fixed identities and dates make the commits, hence ``base_commit`` and the docker image tag
+# that hashes it, the same in every test session: the image is built once, not once a session.
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "calc",
+    "GIT_AUTHOR_EMAIL": "calc@example.com",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_NAME": "calc",
+    "GIT_COMMITTER_EMAIL": "calc@example.com",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+00:00",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+# Settings a user's global git config could change the commits (or the diffs) with.
+_GIT_CONFIG = ("commit.gpgsign=false", "core.autocrlf=false", "diff.noprefix=false")
+
+
 def git(repo: Path, *args: str) -> str:
+    config = [arg for setting in _GIT_CONFIG for arg in ("-c", setting)]
     done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        ["git", *config, *args],
         cwd=repo,
+        env={**os.environ, **_GIT_ENV},
         capture_output=True,
         text=True,
         check=True,

@@ -30,6 +30,7 @@ import agentgym  # noqa: F401  (registers the envs)
 from agentgym.core import run_sync
 from agentgym.envs.swe import SWEEnv, read_instances
 from agentgym.envs.swe.patches import as_action, gold_tool_calls
+from agentgym.error import EnvStateError
 from agentgym.vector import AgentVectorEnv, Transition
 
 SHIPPED = read_instances()
@@ -142,7 +143,9 @@ def test_a_command_past_its_timeout_leaves_no_process(labels: dict[str, str]) ->
     assert not containers(labels)
 
 
-def test_a_step_past_its_deadline_leaves_nothing_once_reset(labels: dict[str, str]) -> None:
+def test_a_step_past_its_deadline_releases_its_container_at_once(labels: dict[str, str]) -> None:
+    """The cancelled step's container goes before any reset; stepping on is refused; reset
+    (the vector env's autoreset included) starts a new episode."""
     venv = AgentVectorEnv(
         [lambda: _make(labels, command_timeout=300, backend_options={"pool_size": 0})],
         step_timeout=3,
@@ -154,11 +157,35 @@ def test_a_step_past_its_deadline_leaves_nothing_once_reset(labels: dict[str, st
         assert truncations[0]
         assert infos["infra_error"][0]
         assert "DeadlineExceeded" in infos["error"][0]
+        assert wait_until(lambda: not containers(labels), 30), "the stuck container lives on"
+        ended = r"after the episode ended \(its last step was cancelled"
+        with pytest.raises(EnvStateError, match=ended):
+            venv.envs[0].step(SUBMIT)
         venv.step([SUBMIT])  # NEXT_STEP autoreset: the env starts a new episode
-        assert wait_until(lambda: stuck["Id"] not in {c["Id"] for c in containers(labels)}, 30)
-        assert len(containers(labels)) == 1  # the new episode's
+        (fresh,) = containers(labels)
+        assert fresh["Id"] != stuck["Id"]
+        _, rewards, terminations, _, infos = venv.step([SUBMIT])
+        assert (rewards[0], terminations[0], infos["infra_error"][0]) == (0.0, True, False)
     finally:
         venv.close()
+    assert not containers(labels)
+
+
+def test_a_cancelled_step_releases_its_container_at_once(labels: dict[str, str]) -> None:
+    env = _make(labels, command_timeout=300, backend_options={"pool_size": 0})
+    try:
+        env.reset(options={"task_id": 0})
+        assert len(containers(labels)) == 1
+        with pytest.raises(TimeoutError):
+            run_sync(asyncio.wait_for(env.astep(_bash("sleep 300")), 2))
+        assert wait_until(lambda: not containers(labels), 30), "the stuck container lives on"
+        with pytest.raises(EnvStateError, match="call reset"):
+            env.step(SUBMIT)
+        env.reset(options={"task_id": 0})
+        obs, *_ = env.step(_bash("echo new episode"))
+        assert "new episode" in obs[0]["content"]
+    finally:
+        env.close()
     assert not containers(labels)
 
 

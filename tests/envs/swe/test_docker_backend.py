@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -49,15 +50,28 @@ def _exists(container_id: str) -> bool:
 @pytest.fixture(scope="module")
 def calc(calc_jsonl: Path, docker_ready: bool) -> SWEInstance:
     instance = read_instances(calc_jsonl)[0]
-    # The fixture's commits differ on every run: drop calc images of earlier runs.
-    current = images.image_tag(instance)
-    for image in _client().images.list(filters={"label": "agentgym.swe.instance=calc__calc-1"}):
-        for tag in image.tags:
-            if tag != current and not _client().containers.list(
-                all=True, filters={"ancestor": tag}
-            ):
-                _remove_image(tag)
+    for tag in _stale_builder_tags(instance):
+        _remove_image(tag)  # a tag: an image with other tags keeps them, and so lives on
     return instance
+
+
+def _stale_builder_tags(instance: SWEInstance) -> list[str]:
+    """Tags the image builder gave ``instance``'s id for other contents (an earlier version of
+    the ``calc`` repository or of ``images.RECIPE``) that no container uses.
+
+    ``calc``'s commits are fixed, so its tag is the same in every session; only a change to it
+    leaves a stale image. Only images carrying the builder's labels for this id, and only the
+    builder's own tags of them, are candidates: nothing built or tagged otherwise is touched.
+    """
+    builder = [f"agentgym.swe.instance={instance.instance_id}", "agentgym.swe.recipe"]
+    ours = re.compile(re.escape(f"{images.IMAGE_NAME}:{instance.instance_id}-") + "[0-9a-f]{12}")
+    current = images.image_tag(instance)
+    in_use = {c["ImageID"] for c in _client().api.containers(all=True)}
+    stale = []
+    for image in _client().images.list(name=images.IMAGE_NAME, filters={"label": builder}):
+        if image.labels.get(images.REPO_LABEL) == images.IMAGE_REPO_DIR and image.id not in in_use:
+            stale += [tag for tag in image.tags if ours.fullmatch(tag) and tag != current]
+    return stale
 
 
 @pytest.fixture
@@ -217,6 +231,15 @@ def test_a_rebuild_leaves_no_untagged_image(calc: SWEInstance) -> None:
     ):
         images.build_instance_image(broken)
     assert dangling() <= before  # the failed build's layers went with it
+
+
+def test_built_images_carry_the_builders_labels(calc: SWEInstance) -> None:
+    """What the clean-up of stale calc tags (the ``calc`` fixture) goes by."""
+    labels = _client().images.get(images.build_instance_image(calc)).labels
+    assert labels[images.REPO_LABEL] == images.IMAGE_REPO_DIR
+    assert labels["agentgym.swe.instance"] == calc.instance_id
+    assert labels["agentgym.swe.base_commit"] == calc.base_commit
+    assert labels["agentgym.swe.recipe"] == str(images.RECIPE)
 
 
 def test_image_tags_are_deterministic(calc: SWEInstance, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 from swe_steps import call, step, submit
 
 import agentgym
-from agentgym.envs.swe import SWEEnv, SWEInstance, gold_tool_calls, read_instances
+from agentgym.core import run_sync
+from agentgym.envs.swe import SWEEnv, SWEInstance, as_action, gold_tool_calls, read_instances
 from agentgym.error import ConfigError, EnvStateError, SandboxError
 from agentgym.sandbox import Sandbox
 from agentgym.utils import check_env
@@ -227,6 +229,19 @@ def test_close_removes_every_sandbox(calc_jsonl: Path, local_only: None) -> None
     env.close()
     env.close()
     assert not os.path.exists(current._base)  # type: ignore[union-attr]
+
+
+def test_a_cancelled_step_ends_the_episode_and_frees_its_sandbox(env: SWEEnv) -> None:
+    sandbox = env._episode.sandbox  # type: ignore[union-attr]
+    assert sandbox is not None
+    sleep = as_action([{"name": "bash", "arguments": {"command": "sleep 300"}}])
+    with pytest.raises(TimeoutError):
+        run_sync(asyncio.wait_for(env.astep(sleep), 1))
+    assert not os.path.exists(sandbox._base)  # type: ignore[attr-defined]  # before any reset
+    with pytest.raises(EnvStateError, match="last step was cancelled"):
+        env.step("more")
+    env.reset(seed=0)
+    assert "still works" in call(env, "bash", command="echo still works")
 
 
 class _BrokenBackend:
