@@ -174,9 +174,11 @@ class RunningBatch:
         kv = _kv(self.cache)
         for i in done:
             row = self.rows[i]
+            if row.finish == "abort":
+                continue
             cached = row.prompt + row.tokens[:-1]
             columns = self.mask[i].nonzero()[:, 0].to(self.device)
-            if row.finish == "abort" or len(columns) != len(cached):
+            if len(columns) != len(cached):
                 continue
             self.prefix_cache.put(
                 cached,
