@@ -10,7 +10,10 @@ generation plus update, timed together; each side takes ``--warmup`` untimed ste
 in its ``GRPOConfig``) is turned off: agentgym does not checkpoint activations.
 
 Each side runs in its own subprocess with the same ``torch.set_num_threads``, so its peak RSS
-(``VmHWM``) is its own. tokens/s = generated completion tokens / step wall time::
+(``VmHWM``) is its own. Both get ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it: with
+GNU OpenMP's default spin-waiting on a machine whose cores other jobs keep busy, TRL's step
+stalled ~20x and agentgym's did not, which measures the machine, not the frameworks.
+tokens/s = generated completion tokens / step wall time::
 
     .venv/bin/python benchmarks/grpo_vs_trl.py --out grpo_vs_trl.json
 
@@ -281,7 +284,7 @@ def main() -> None:
         f"--repeats={args.repeats}",
         f"--seed={args.seed}",
     ]
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"}
     results: dict[str, Any] = {}
     for side in args.sides:
         proc = subprocess.run(
@@ -303,8 +306,8 @@ def main() -> None:
     print(
         f"\nOne GRPO step: {args.prompts} prompts × {args.group_size} completions × "
         f"{args.max_new_tokens} new tokens ({n * args.max_new_tokens} tokens), "
-        f"{args.threads} torch threads; median of {args.repeats} steps after {args.warmup} "
-        "warm-up step(s)\n"
+        f"{args.threads} torch threads, OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}; median of "
+        f"{args.repeats} steps after {args.warmup} warm-up step(s)\n"
     )
     print("| side | step s | tokens | tokens/s | peak RSS MB |")
     print("| --- | ---: | ---: | ---: | ---: |")
@@ -328,7 +331,8 @@ def main() -> None:
             f"**{ratios['peak_rss_mb']:.2f}x** |"
         )
     if args.out:
-        payload = {"config": vars(args) | {"side": None}, "results": results, "ratios": ratios}
+        config = vars(args) | {"side": None, "omp_wait_policy": env["OMP_WAIT_POLICY"]}
+        payload = {"config": config, "results": results, "ratios": ratios}
         with open(args.out, "w") as f:
             json.dump(payload, f, indent=2)
 

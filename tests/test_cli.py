@@ -179,7 +179,9 @@ def test_python_dash_m_agentgym():
     assert ENV_ID in result.stdout
     result = subprocess.run(
         [sys.executable, "-m", "agentgym", "play", "agentgym/FrozenLake"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "Did you mean 'agentgym/FrozenLake-v0'?" in result.stderr

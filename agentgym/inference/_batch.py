@@ -59,6 +59,7 @@ class RunningBatch:
         self.cache: DynamicCache | None = None
         self.mask = torch.zeros(0, 0, dtype=torch.long)
         self.positions = torch.zeros(0, dtype=torch.long)  # [B] real tokens in the cache
+        self.prefilled = 0  # prompt tokens run through the model
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     @property
@@ -111,15 +112,24 @@ class RunningBatch:
         return logits
 
     def _prefill(self, joining: list[Row]) -> torch.Tensor:
-        width = max(len(row.prompt) for row in joining)
-        ids = torch.full((len(joining), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(joining), width, dtype=torch.long)
-        for i, row in enumerate(joining):
-            ids[i, width - len(row.prompt) :] = torch.tensor(row.prompt)
-            mask[i, width - len(row.prompt) :] = 1
+        """Prefill each distinct prompt once (``n`` samples of a prompt arrive together), then
+        give every row a copy of its prompt's cache."""
+        distinct: dict[tuple[int, ...], int] = {}
+        owner = [distinct.setdefault(tuple(row.prompt), len(distinct)) for row in joining]
+        width = max(len(prompt) for prompt in distinct)
+        ids = torch.full((len(distinct), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros(len(distinct), width, dtype=torch.long)
+        for i, prompt in enumerate(distinct):
+            ids[i, width - len(prompt) :] = torch.tensor(prompt)
+            mask[i, width - len(prompt) :] = 1
         pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
         cache = DynamicCache()
         logits = self._forward(ids, mask, pos, cache)
+        self.prefilled += sum(len(prompt) for prompt in distinct)
+        if len(distinct) < len(joining):
+            index = torch.tensor(owner)
+            cache.batch_select_indices(index.to(self.device))
+            logits, mask = logits[index], mask[index]
         self._join(joining, cache, mask)
         return logits
 
@@ -164,6 +174,7 @@ class RunningBatch:
         ]
         cache = DynamicCache(ddp_cache_data=layers)
         logits = self._forward(ids, mask, pos, cache)
+        self.prefilled += sum(len(row.prompt) - n for row, n, _ in resumed)
         self._join([row for row, _, _ in resumed], cache, mask)
         return logits
 

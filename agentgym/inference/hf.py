@@ -46,6 +46,8 @@ class EngineStats:
     """Most rows ever decoded together."""
     joins: int = 0
     """Prefills that joined a batch already running."""
+    prefill_tokens: int = 0
+    """Prompt tokens run through the model (identical prompts joining together count once)."""
     prefix_hits: int = 0
     """Prompts that continued a kept cache (see ``prefix_cache_bytes``)."""
     prefix_tokens: int = 0
@@ -103,7 +105,14 @@ class HFEngine:
         self._seeds = random.Random(seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentgym-hfengine")
+        # OpenMP and MKL keep thread counts per thread: without this the worker's matrix
+        # products use every core, whatever torch.set_num_threads said.
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="agentgym-hfengine",
+            initializer=torch.set_num_threads,
+            initargs=(torch.get_num_threads(),),
+        )
         self._paused = 0
         self._closed = False
         self.weight_version = 0
@@ -249,6 +258,7 @@ class HFEngine:
         self.stats.steps += 1
         self.stats.tokens += len(self._batch.rows) + len(finished)
         self.stats.max_rows = max(self.stats.max_rows, len(self._batch.rows) + len(finished))
+        self.stats.prefill_tokens = self._batch.prefilled
         if self._prefixes is not None:
             self.stats.prefix_hits = self._prefixes.hits
             self.stats.prefix_tokens = self._prefixes.reused_tokens

@@ -69,15 +69,19 @@ def sample_rows(
     ``exp(logprobs)`` with that row's own generator (so a request's tokens do not depend on which
     other requests share its batch).
 
-    A draw is ``argmax(p / e)`` with ``e ~ Exp(1)`` i.i.d. per token (the exponential form of the
-    Gumbel-max trick): exact, and one vectorised argmax for the whole batch.
+    A draw inverts the row's cumulative distribution at one uniform number: exact, one random
+    number per row instead of one per vocabulary entry, and one vectorised search for the batch.
+    The cumulative sums are float64, so rounding moves a draw across a token boundary with
+    probability ~1e-16 per token, far below what any number of samples can see.
     """
-    noise = torch.ones_like(logprobs, dtype=torch.float32)
-    sampled = False
-    for row, (is_greedy, gen) in enumerate(zip(greedy, generators, strict=True)):
-        if not is_greedy:
-            noise[row].exponential_(generator=gen)
-            sampled = True
-    if not sampled:
-        return logprobs.argmax(dim=-1)
-    return (logprobs.float().exp() / noise).argmax(dim=-1)
+    tokens = logprobs.argmax(dim=-1)
+    drawn = [row for row, is_greedy in enumerate(greedy) if not is_greedy]
+    if not drawn:
+        return tokens
+    # u in (0, 1]: the first token whose cumulative mass reaches u * total has positive mass.
+    draws = [torch.rand(1, generator=generators[row], dtype=torch.float64) for row in drawn]
+    u = 1 - torch.cat(draws)
+    cdf = logprobs[drawn].double().exp().cumsum(dim=-1)  # [R, V]
+    target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)  # [R, 1]
+    tokens[drawn] = torch.searchsorted(cdf, target)[:, 0].clamp(max=cdf.shape[-1] - 1)
+    return tokens

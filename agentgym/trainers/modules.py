@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from agentgym.trainers.prefix_sharing import find_shared_prefixes, shared_prefix_hidden
+
 __all__ = ["PolicyModule", "PolicyOutput", "ValueModel", "token_logprobs"]
 
 
@@ -41,7 +43,8 @@ def token_logprobs(
     if positions is None:
         positions = torch.ones(token_ids[:, 1:].shape, dtype=torch.bool, device=token_ids.device)
         logits = logits[:, :-1][positions]  # [N, V]
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [N, V]
+    scaled = logits.float() if temperature == 1 else logits.float() / temperature  # x / 1 == x
+    logp = torch.log_softmax(scaled, dim=-1)  # [N, V]
     targets = token_ids[:, 1:][positions]  # [N]
     picked = logits.new_zeros(positions.shape, dtype=logp.dtype)  # [B, T-1]
     picked[positions] = logp.gather(-1, targets[:, None]).squeeze(-1)
@@ -108,12 +111,21 @@ class ValueModel(nn.Module):
 
 class PolicyModule(nn.Module):
     """``policy`` (a transformers causal LM) and an optional ``value`` model as one module, so
-    a backend wraps, shards and checkpoints them together under one optimizer."""
+    a backend wraps, shards and checkpoints them together under one optimizer.
 
-    def __init__(self, policy: Any, value: ValueModel | None = None) -> None:
+    With ``share_prefixes`` (and a ``loss_mask``), rows that start with the same prompt, such as
+    a GRPO group, run it once (``agentgym.trainers.prefix_sharing``): same results to float
+    rounding, about half the compute when prompts are as long as completions. It turns itself
+    off for models whose KV cache does not keep every key (sliding-window layers).
+    """
+
+    def __init__(
+        self, policy: Any, value: ValueModel | None = None, *, share_prefixes: bool = True
+    ) -> None:
         super().__init__()
         self.policy: Any = policy  # a transformers PreTrainedModel (save_pretrained, config)
         self.value = value
+        self.share_prefixes = share_prefixes
 
     def forward(
         self,
@@ -125,7 +137,9 @@ class PolicyModule(nn.Module):
     ) -> PolicyOutput:
         if loss_mask is not None and _plain_head(self.policy):
             positions = loss_mask[:, 1:].bool()  # [B, T-1]
-            logits = _selected_logits(self.policy, input_ids, attention_mask, positions)
+            logits = self._shared_logits(input_ids, attention_mask, loss_mask, positions)
+            if logits is None:
+                logits = _selected_logits(self.policy, input_ids, attention_mask, positions)
             logprobs, entropy = token_logprobs(
                 logits, input_ids, temperature, with_entropy=with_entropy, positions=positions
             )
@@ -138,3 +152,18 @@ class PolicyModule(nn.Module):
             )
         values = None if self.value is None else self.value(input_ids, attention_mask)
         return PolicyOutput(logprobs, entropy, values)
+
+    def _shared_logits(
+        self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, positions: Tensor
+    ) -> Tensor | None:  # [N, V] at ``positions``, or None: no prompt worth sharing
+        if not self.share_prefixes:
+            return None
+        shared = find_shared_prefixes(input_ids, attention_mask, loss_mask)
+        if shared is None:
+            return None
+        base = self.policy.base_model
+        hidden = shared_prefix_hidden(base, input_ids, attention_mask, shared, positions)
+        if hidden is None:  # this model's cache cannot be shared: stop trying
+            self.share_prefixes = False
+            return None
+        return self.policy.get_output_embeddings()(hidden)  # [N, V]

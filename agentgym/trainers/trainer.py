@@ -124,7 +124,10 @@ class Trainer:
             )
         reference = copy.deepcopy(model) if config.kl_beta > 0 else None
         value = ValueModel.from_policy(model) if config.uses_critic else None
-        self.module = PolicyModule(model, value)
+        # Ranks sharing prefixes in different micro-batches would run different numbers of
+        # forward passes, and ZeRO-3 gathers parameters in each: one process only.
+        share = backend.world_size == 1
+        self.module = PolicyModule(model, value, share_prefixes=share)
         backend.prepare(
             self.module,
             self._make_optimizer,
@@ -132,7 +135,9 @@ class Trainer:
             max_grad_norm=config.max_grad_norm,
         )
         self.reference = (
-            None if reference is None else backend.prepare_frozen(PolicyModule(reference))
+            None
+            if reference is None
+            else backend.prepare_frozen(PolicyModule(reference, share_prefixes=share))
         )
         self.sampler: DynamicSampler[list[Sample]] | None = None
         if getattr(config, "dynamic_sampling", False):

@@ -179,9 +179,14 @@ def test_valid_actions_move_the_agent(env, action, position):
 def test_text_move_is_answered_by_a_user_message(env):
     play_map(env, OPEN)
     obs, *_ = env.step("```right```")
-    assert obs == ({"role": "user", "content": "You moved right.\nF P F\nF F F\nF F G\n"
-                    "Around you: left ice, down ice, right ice, up edge.\n"
-                    "You are at row 1, column 2."},)
+    assert obs == (
+        {
+            "role": "user",
+            "content": "You moved right.\nF P F\nF F F\nF F G\n"
+            "Around you: left ice, down ice, right ice, up edge.\n"
+            "You are at row 1, column 2.",
+        },
+    )
 
 
 def test_hermes_tool_call_is_answered_by_a_tool_message(env):
@@ -200,8 +205,11 @@ def test_structured_tool_call_is_answered_with_its_id(env):
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "abc", "type": "function",
-             "function": {"name": "move", "arguments": '{"direction": "right"}'}}
+            {
+                "id": "abc",
+                "type": "function",
+                "function": {"name": "move", "arguments": '{"direction": "right"}'},
+            }
         ],
     }
     obs, reward, _, _, info = env.step(action)
@@ -425,8 +433,11 @@ def test_slipping_is_reported():
     for seed in range(30):
         env.reset(seed=seed, options={"map": "FFF/FSF/FFG"})
         reports.add(env.step("up")[0][0]["content"].splitlines()[0])
-    assert reports == {"You moved up.", "You tried up but slipped left.",
-                       "You tried up but slipped right."}
+    assert reports == {
+        "You moved up.",
+        "You tried up but slipped left.",
+        "You tried up but slipped right.",
+    }
 
 
 # --- arguments -----------------------------------------------------------------------------------

@@ -67,7 +67,6 @@ def test_task_map_is_the_same_in_another_process():
     assert json.loads(result.stdout) == [list(generate_map(*c)) for c in cases]
 
 
-
 def test_very_high_hole_prob_still_gives_solvable_maps_with_holes():
     for task_id in range(20):
         rows = generate_map(task_id, 10, 0.99)

@@ -131,6 +131,37 @@ def test_a_seed_gives_the_same_tokens_alone_or_in_a_batch(tiny):
     assert unseeded[0].token_ids != unseeded[1].token_ids
 
 
+def test_identical_prompts_joining_together_are_prefilled_once(tiny):
+    model, tok = tiny
+    prompt, other = tok.encode("You are at row 1, column 1."), tok.encode("Goal?")
+    seeded = [
+        SamplingParams(temperature=1.0, max_tokens=8, seed=seed, ignore_eos=True)
+        for seed in range(4)
+    ]
+
+    async def run():
+        engine = HFEngine(model, tok, prefix_cache_bytes=0)
+        group = await asyncio.gather(
+            *(engine.generate(prompt, s) for s in seeded), engine.generate(other, seeded[0])
+        )
+        prefilled = engine.stats.prefill_tokens
+        alone = [await engine.generate(prompt, s) for s in seeded]
+        await engine.close()
+        return group, prefilled, alone
+
+    group, prefilled, alone = asyncio.run(run())
+    assert prefilled == len(prompt) + len(other)
+    for together, by_itself, sampling in zip(group[:4], alone, seeded, strict=True):
+        assert together.token_ids == by_itself.token_ids  # each row keeps its own generator
+        torch.testing.assert_close(
+            torch.tensor(together.logprobs),
+            teacher_forced(model, prompt, together, sampling),
+            rtol=0,
+            atol=1e-4,
+        )
+    assert len({tuple(c.token_ids) for c in group[:4]}) > 1
+
+
 def test_stop_strings_stop_tokens_and_max_tokens(tiny):
     model, tok = tiny
     prompt = tok.encode("P F F F\nF H F G")

@@ -95,3 +95,15 @@ def test_sample_rows_draws_from_the_distribution_with_each_rows_generator():
         logp, [False, False], [torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)]
     )
     assert a[0] == a[1]
+
+
+def test_sample_rows_frequencies_match_the_distribution_and_skip_tokens_without_mass():
+    probs = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0])  # no mass at either end
+    logp = probs.log().expand(4, 6)
+    gens = [torch.Generator().manual_seed(seed) for seed in range(4)]
+    counts = torch.zeros(6)
+    for _ in range(1000):
+        for token in sample_rows(logp, [False] * 4, gens).tolist():
+            counts[token] += 1
+    assert counts[[0, 2, 5]].sum() == 0
+    assert torch.allclose(counts / counts.sum(), probs, atol=0.03)

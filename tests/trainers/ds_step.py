@@ -55,14 +55,21 @@ def synthetic_episodes(
     seed: int = 0,
     turns: int = 2,
     vocab: int = 1264,
+    shared_prompts: bool = False,
 ) -> list[Episode]:
     """Random token ids: a prompt, then per turn sampled tokens (loss mask 1, made-up sampling
     logprobs) followed by env tokens (mask 0). Rewards vary inside each group; the last turn's
-    info says ``success``."""
+    info says ``success``. With ``shared_prompts`` a group's episodes start with one prompt (of
+    12-20 tokens), as GRPO's do."""
     rng = random.Random(seed)
     episodes = []
-    for _ in range(num_groups * group_size):
-        token_ids = [rng.randrange(3, vocab) for _ in range(rng.randint(4, 9))]
+    prompt: list[int] = []
+    for i in range(num_groups * group_size):
+        if not shared_prompts:
+            prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(4, 9))]
+        elif i % group_size == 0:
+            prompt = [rng.randrange(3, vocab) for _ in range(rng.randint(12, 20))]
+        token_ids = list(prompt)
         loss_mask, logprobs = [0] * len(token_ids), [0.0] * len(token_ids)
         spans, records = [], []
         for turn in range(turns):
@@ -96,10 +103,14 @@ def synthetic_episodes(
 
 
 def batches(algo: str) -> list[list[Episode]]:
-    """The three batches every backend trains ``algo`` on, in order."""
+    """The three batches every backend trains ``algo`` on, in order; the last one's groups share
+    their prompts (a forward pass then runs each prompt once where a micro-batch holds a group)."""
     group_size = CONFIGS[algo].get("group_size", 1)
     groups = CONFIGS[algo]["batch_size"] // group_size
-    return [synthetic_episodes(groups, group_size, seed=seed) for seed in (1, 2, 3)]
+    return [
+        synthetic_episodes(groups, group_size, seed=seed, shared_prompts=seed == 3)
+        for seed in (1, 2, 3)
+    ]
 
 
 class SyntheticSource:

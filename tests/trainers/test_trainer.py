@@ -13,11 +13,11 @@ from agentgym import models
 from agentgym.core.types import Episode
 from agentgym.error import ConfigError, DynamicSamplingExhausted
 from agentgym.inference.hf import HFEngine
-from agentgym.trainers import GRPOConfig, TrainOptions, make, make_config
+from agentgym.trainers import GRPOConfig, TrainOptions, make, make_config, update
 from agentgym.trainers.batch import Sample, TrainBatch, shape_rewards
 from agentgym.trainers.losses import compute_advantages
 
-from .ds_step import CONFIGS, SyntheticSource, synthetic_episodes
+from .ds_step import CONFIGS, NOT_COMPARED, SyntheticSource, synthetic_episodes
 
 
 @pytest.fixture(autouse=True)
@@ -182,6 +182,33 @@ def test_old_logprobs_from_the_engine_or_recomputed(tiny):
     assert a["approx_kl"] < 1e-6
     assert b["clip_fraction"] > 0.2  # the engine's logprobs are far from the policy's
     assert b["approx_kl"] > 0.1
+
+
+def test_one_optimizer_step_takes_pi_old_from_the_live_pass_with_the_recomputed_update(
+    tiny, monkeypatch
+):
+    config = CONFIGS["grpo"] | {"num_minibatches": 1}  # one optimizer step: π_old = π_θ
+    episodes = synthetic_episodes(2, 4, seed=15, shared_prompts=True)
+    passes: list[int] = []
+    no_grad_pass = update._no_grad_pass
+
+    def counting(trainer, batch):
+        passes.append(int(update._needs_old_logprobs(trainer)))
+        return no_grad_pass(trainer, batch)
+
+    monkeypatch.setattr(update, "_no_grad_pass", counting)
+    live = make("grpo", policy=fresh(tiny), config=config)
+    a = live.step(episodes)
+    monkeypatch.setattr(update, "_needs_old_logprobs", lambda trainer: True)
+    recomputing = make("grpo", policy=fresh(tiny), config=config)
+    b = recomputing.step(episodes)
+    assert passes == [0, 1]
+    assert a.keys() == b.keys()
+    for key in a.keys() - NOT_COMPARED:
+        assert a[key] == pytest.approx(b[key], abs=1e-6), key
+    ours, theirs = live.policy_state_dict(), recomputing.policy_state_dict()
+    for name, tensor in theirs.items():
+        torch.testing.assert_close(ours[name], tensor, rtol=0, atol=1e-6)
 
 
 def mean_logprob(trainer, episodes: list[Episode]) -> float:
