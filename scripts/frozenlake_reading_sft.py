@@ -99,7 +99,7 @@ def step(model: Any, optimizer: Any, batch: list[Any], ids: dict[str, int], pad:
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 def main() -> None:
