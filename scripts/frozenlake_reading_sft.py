@@ -28,6 +28,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from probe_frozenlake_policy import surroundings  # this folder is on sys.path when run
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.frozenlake.text import DIRECTIONS
@@ -36,13 +37,8 @@ from agentgym.models import load
 SAFE = ("ice", "goal")
 
 
-def around(content: str) -> dict[str, str]:
-    line = content.rsplit("Around you:", 1)[1].split("\n", 1)[0].strip().rstrip(".")
-    return dict(part.strip().split(" ", 1) for part in line.split(","))
-
-
 def safe_moves(content: str) -> list[str]:
-    cells = around(content)
+    cells = surroundings(content)
     return [d for d in DIRECTIONS if cells[d] in SAFE]
 
 
