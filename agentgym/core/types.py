@@ -107,6 +107,12 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     """Per assistant turn, the ``[start, end)`` slice of ``token_ids`` the model sampled."""
+    context_starts: list[int] = field(default_factory=list)
+    """Empty when the model saw the whole conversation (``token_ids`` is one context). With a
+    history window (the collector's ``history_turns``) each turn was sampled from a context of
+    its own: ``token_ids`` is those contexts one after another, each ending in its turn's
+    sampled ids, and ``context_starts`` holds where each begins (the first is 0). A trainer
+    runs each context as a sequence of its own."""
     metrics: dict[str, float] = field(default_factory=dict)
     trainable: bool = True
     group: int | None = None
@@ -114,6 +120,14 @@ class Episode:
     their returns (GRPO). ``None`` outside a collector."""
     seed: int | None = None
     """The reset seed of the episode's task, when known."""
+
+    @property
+    def contexts(self) -> list[tuple[int, int]]:
+        """The ``[start, end)`` slices of ``token_ids`` that the model saw as one sequence each:
+        one slice for a whole-conversation episode, one per turn with a history window."""
+        starts = self.context_starts or [0]
+        ends = [*starts[1:], len(self.token_ids)]
+        return list(zip(starts, ends, strict=True))
 
     @property
     def rewards(self) -> list[float]:

@@ -65,6 +65,7 @@ async def acollect(
     group_size: int | None = None,
     max_turns: int | None = None,
     max_context_tokens: int | None = None,
+    history_turns: int | None = None,
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
@@ -86,8 +87,15 @@ async def acollect(
         tokenizer: its chat template renders the prompts; default ``engine.tokenizer``.
         group_size: episodes per task; default 1, or the vector env's own.
         max_turns: most assistant turns per episode (``None``: the env decides).
-        max_context_tokens: most tokens per episode; default the model's
-            ``max_position_embeddings`` (else the tokenizer's ``model_max_length``).
+        max_context_tokens: most tokens per episode (per context with ``history_turns``);
+            default the model's ``max_position_embeddings`` (else the tokenizer's
+            ``model_max_length``).
+        history_turns: ``None`` (default): each turn sees the whole conversation. ``k``: each
+            turn sees the system messages, the observation ``k`` turns back and the turns
+            since (``0``: only the latest observation), as a context of its own: short prompts
+            for long episodes or small models. The episode's ``token_ids`` are then the
+            turns' contexts one after another (``Episode.context_starts``); earlier turns'
+            sampled ids are reused as sampled, never re-tokenized.
         num_envs: sub-envs for an env id; default ``min(num_episodes, 64)`` (whole groups).
         env_kwargs: keyword arguments of the env, for an env id.
         sampling_seed: makes sampling reproducible: each request gets its own seed, derived from
@@ -107,6 +115,7 @@ async def acollect(
         max_turns=max_turns,
         max_context_tokens=max_context_tokens,
         sampling={**sampling, "seed": sampling_seed},
+        history_turns=history_turns,
     )
     venv, owned = resolve_env(env, num_episodes, group_size, num_envs, env_kwargs)
     collector = Collector(engine, venv, ChatRenderer(tokenizer), plan)
@@ -143,6 +152,7 @@ def collect(
     group_size: int | None = None,
     max_turns: int | None = None,
     max_context_tokens: int | None = None,
+    history_turns: int | None = None,
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
@@ -159,6 +169,7 @@ def collect(
             group_size=group_size,
             max_turns=max_turns,
             max_context_tokens=max_context_tokens,
+            history_turns=history_turns,
             num_envs=num_envs,
             env_kwargs=env_kwargs,
             sampling_seed=sampling_seed,

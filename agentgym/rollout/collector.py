@@ -132,7 +132,7 @@ class Collector:
             if transition.infra_error:
                 return self._finish(builder)
             prompt = self.renderer.prompt_ids(builder.episode.messages, builder.tools)
-            return self._next_turn(builder, prompt)
+            return self._next_turn(builder, prompt, new_context=self._windowed)
         return self._on_step(builder, transition)
 
     def _on_step(self, builder: EpisodeBuilder, transition: Transition) -> Episode | None:
@@ -153,6 +153,8 @@ class Collector:
         if self.plan.max_turns is not None and builder.num_turns >= self.plan.max_turns:
             builder.truncate("max_turns")
             return self._finish(builder)
+        if self._windowed:
+            return self._next_turn(builder, self._window(builder, transition), new_context=True)
         delta = self.renderer.delta_ids(
             episode.messages[: builder.turn_started],
             transition.observation,
@@ -161,18 +163,48 @@ class Collector:
         )
         return self._next_turn(builder, delta)
 
-    def _next_turn(self, builder: EpisodeBuilder, prompt_ids: list[int]) -> Episode | None:
-        """Append ``prompt_ids`` and ask the engine for the next turn, or end the episode if the
-        context cannot hold them and one sampled token."""
+    @property
+    def _windowed(self) -> bool:
+        return self.plan.history_turns is not None
+
+    def _window(self, builder: EpisodeBuilder, transition: Transition) -> list[int]:
+        """The next turn's prompt under the plan's history window: the system messages, the
+        observation ``history_turns`` turns back, and the turns since (sampled ids as sampled,
+        env deltas rendered as in a whole conversation)."""
+        window = self.plan.history_turns or 0
+        builder.observations.append(tuple(transition.observation))
+        if window > 0:
+            completion = self.completions[builder.index]
+            delta = self.renderer.delta_ids(
+                builder.episode.messages[: builder.turn_started],
+                transition.observation,
+                builder.tools,
+                completion,
+            )
+            builder.exchanges.append([*completion.token_ids, *delta])
+        first = builder.observations[max(0, builder.num_turns - window)]
+        head = self.renderer.prompt_ids([*builder.system, *first], builder.tools)
+        return builder.window_prompt(window, head)
+
+    def _next_turn(
+        self, builder: EpisodeBuilder, prompt_ids: list[int], *, new_context: bool = False
+    ) -> Episode | None:
+        """Append ``prompt_ids`` (as a new context with ``new_context``) and ask the engine for
+        the next turn, or end the episode if the context cannot hold them and one sampled
+        token."""
         max_tokens = self.plan.sampling.max_tokens
         limit = self.plan.max_context_tokens
         if limit is not None:
-            room = limit - builder.num_tokens - len(prompt_ids)
+            used = 0 if new_context else builder.context_tokens
+            room = limit - used - len(prompt_ids)
             if room < 1:
                 builder.truncate("context_length")
                 return self._finish(builder)
             max_tokens = min(max_tokens, room)
-        builder.append_prompt(prompt_ids)
+        if new_context:
+            builder.start_context(prompt_ids)
+        else:
+            builder.append_prompt(prompt_ids)
         sampling = dataclasses.replace(
             self.plan.sampling, max_tokens=max_tokens, seed=self._request_seed(builder)
         )
@@ -181,7 +213,7 @@ class Collector:
         return None
 
     async def _generate(self, builder: EpisodeBuilder, sampling: SamplingParams) -> Completion:
-        prompt = list(builder.episode.token_ids)
+        prompt = builder.episode.token_ids[builder.context_start :]
         start = time.perf_counter()
         try:
             completion = await self.engine.generate(prompt, sampling)

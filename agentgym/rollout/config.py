@@ -40,6 +40,9 @@ class RolloutPlan:
     sampling: SamplingParams
     max_turns: int | None
     max_context_tokens: int | None
+    history_turns: int | None = None
+    """None: the model sees the whole conversation; k: the system messages, the observation
+    k turns back and the turns since (0: only the latest observation)."""
 
     @property
     def num_groups(self) -> int:
@@ -54,6 +57,7 @@ def make_plan(
     max_turns: int | None,
     max_context_tokens: int | None,
     sampling: Mapping[str, Any],
+    history_turns: int | None = None,
 ) -> RolloutPlan:
     _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
     _check_int("num_episodes", num_episodes, 1, "ask for at least one episode")
@@ -72,6 +76,9 @@ def make_plan(
         _check_int("max_turns", max_turns, 1, "pass None (the env's own limit) or an int >= 1")
     if max_context_tokens is not None:
         _check_int("max_context_tokens", max_context_tokens, 2, "pass None or an int >= 2")
+    if history_turns is not None:
+        fix = "pass None (the whole conversation) or an int >= 0 (0: the latest observation)"
+        _check_int("history_turns", history_turns, 0, fix)
     return RolloutPlan(
         num_episodes=num_episodes,
         group_size=group_size,
@@ -79,6 +86,7 @@ def make_plan(
         sampling=make_sampling(sampling),
         max_turns=max_turns,
         max_context_tokens=max_context_tokens,
+        history_turns=history_turns,
     )
 
 

@@ -33,6 +33,14 @@ class EpisodeBuilder:
     """The tool schemas of ``reset_info["tools"]`` (rendered into the prompt)."""
     turn_started: int = 0
     """``len(messages)`` before the assistant turn now in progress."""
+    context_start: int = 0
+    """Where the context the next generation sees begins in ``token_ids``."""
+    system: list[Message] = field(default_factory=list)
+    """The reset's leading system messages (a history window always keeps them)."""
+    observations: list[Observation] = field(default_factory=list)
+    """What the env said before each turn, without ``system`` (history windows only)."""
+    exchanges: list[list[int]] = field(default_factory=list)
+    """Per finished turn, its sampled ids and the env delta after them (windows of >= 1)."""
     llm_time: float = 0.0
     env_time: float = 0.0
 
@@ -45,8 +53,31 @@ class EpisodeBuilder:
         """Record the reset: its messages and info."""
         self.episode.messages.extend(observation)
         self.episode.reset_info = info
+        lead = 0
+        while lead < len(observation) and observation[lead].get("role") == "system":
+            lead += 1
+        self.system = list(observation[:lead])
+        self.observations = [tuple(observation[lead:])]
         tools = info.get("tools")
         self.tools = list(tools) if tools else None
+
+    def start_context(self, ids: list[int]) -> None:
+        """Begin a new context (a history window) with prompt ``ids``."""
+        self.context_start = len(self.episode.token_ids)
+        self.episode.context_starts.append(self.context_start)
+        self.append_prompt(ids)
+
+    def window_prompt(self, history_turns: int, head: list[int]) -> list[int]:
+        """The prompt of the next turn under a window of ``history_turns``: ``head`` (the system
+        messages and the observation the window starts at, rendered as a first prompt), then
+        the sampled ids and env deltas of the turns since, as they were."""
+        first = max(0, self.num_turns - history_turns)
+        return head + [i for ids in self.exchanges[first:] for i in ids]
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of the context the next generation sees, so far."""
+        return len(self.episode.token_ids) - self.context_start
 
     def append_prompt(self, ids: list[int]) -> None:
         episode = self.episode

@@ -69,6 +69,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
     add("--max-turns", type=int, help="most turns per training episode (default: env's)")
     add(
+        "--history-turns",
+        metavar="K|all",
+        help="the policy's context: the latest observation and K turns before it, or all "
+        "(default: the env's training default)",
+    )
+    add(
         "--set",
         dest="overrides",
         action="append",
@@ -143,6 +149,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     add("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
     add("--max-tokens", type=int, default=16, help="most tokens per turn (default 16)")
     add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
+    add(
+        "--history-turns",
+        metavar="K|all",
+        help="the policy's context: the latest observation and K turns before it, or all "
+        "(default: as the run that trained --model, else all)",
+    )
     add("--json", action="store_true", help="print a JSON object instead of text")
 
 
@@ -160,6 +172,19 @@ def _model_dir(path: str | None) -> str | None:
     return path
 
 
+def _trained_history(path: str | None) -> int | None:
+    """The history window of the run that trained the model at ``path`` (a run folder or one
+    of its checkpoints), from its ``run.json``; None (whole conversation) otherwise."""
+    if path is None:
+        return None
+    folder = Path(path)
+    for candidate in (folder, folder.parent.parent):
+        run_json = candidate / "run.json"
+        if run_json.is_file():
+            return json.loads(run_json.read_text()).get("run", {}).get("history_turns")
+    return None
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from agentgym import models
     from agentgym.core.aio import run_sync
@@ -169,6 +194,12 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         if args.episodes < 1:
             raise ConfigError("--episodes", args.episodes, "must be >= 1", "use e.g. 128")
+        from agentgym.trainers.run import history_window
+
+        if args.history_turns is None:
+            history = _trained_history(args.model)
+        else:
+            history = history_window(args.history_turns)
         model, tokenizer = models.load(_model_dir(args.model))
         engine = HFEngine(model, tokenizer, seed=args.seed)
         result = evaluate(
@@ -179,6 +210,7 @@ def run_eval(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_tokens=args.max_tokens,
             env_kwargs=_kwargs(args.env_kwargs),
+            history_turns=history,
         )
         run_sync(engine.close())
     except ConfigError as error:

@@ -21,6 +21,9 @@ class TrainingDefaults:
     max_turns: int | None = None
     """Most turns per training episode; None: the env's own limit."""
     micro_batch_tokens: int | None = None
+    history_turns: int | None = None
+    """The policy's history window (see ``agentgym.rollout.acollect``); None: the whole
+    conversation."""
 
 
 _FROZENLAKE_COMMON: dict[str, Any] = {

@@ -99,10 +99,12 @@ def evaluate(
     max_tokens: int = 16,
     env_kwargs: Mapping[str, Any] | None = None,
     num_envs: int = 64,
+    history_turns: int | None = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes (reset seeds ``seed``, ``seed + 1``, ...) and score them.
 
-    ``temperature=0`` decodes greedily. Sampling is seeded from ``seed`` too.
+    ``temperature=0`` decodes greedily. Sampling is seeded from ``seed`` too. ``history_turns``
+    is the policy's history window (as it was trained; None: the whole conversation).
     """
     from agentgym.rollout import collect
 
@@ -116,6 +118,7 @@ def evaluate(
         sampling_seed=seed,
         temperature=temperature,
         max_tokens=max_tokens,
+        history_turns=history_turns,
     )
     return EvalResult([(episode_map(e), succeeded(e), e.total_reward) for e in played])
 

@@ -28,7 +28,7 @@ from agentgym.trainers.defaults import training_defaults
 from agentgym.trainers.report import EvalResult, evaluate
 from agentgym.trainers.source import CollectorSource
 
-__all__ = ["RunSpec", "train_run"]
+__all__ = ["RunSpec", "history_window", "train_run"]
 
 EVAL_SEED = 1_000_000_000
 """Evaluation plays reset seeds from here on: far from the training seeds (``seed + group``)."""
@@ -50,6 +50,10 @@ class RunSpec:
     """Overrides of the algorithm's config fields (``--set name=value``)."""
     max_turns: int | None = None
     """Most turns per training episode (evaluation uses the env's own limit)."""
+    history_turns: int | str | None = None
+    """The policy's history window, in training and evaluation: ``k`` (the system messages,
+    the observation ``k`` turns back and the turns since; 0: the latest observation only) or
+    ``"all"`` (the whole conversation). None: the env's training default."""
     eval_episodes: int = 128
     eval_temperature: float = 1.0
     resume: bool = False
@@ -66,6 +70,11 @@ class RunSpec:
             "steps": self.steps or defaults.steps,
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
+            "history_turns": (
+                defaults.history_turns
+                if self.history_turns is None
+                else history_window(self.history_turns)
+            ),
         }
         return config, run
 
@@ -74,6 +83,21 @@ class RunSpec:
             return Path(self.out)
         name = self.env.split("/")[-1]
         return Path("runs") / f"{name}-{self.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def history_window(value: int | str) -> int | None:
+    """``"all"`` -> None (the whole conversation); ``k`` or ``"k"`` (k >= 0) -> k."""
+    if value == "all":
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise ConfigError(
+            "history_turns",
+            value,
+            "must be an int >= 0 or 'all'",
+            "pass e.g. --history-turns 0 (the latest observation) or --history-turns all",
+        )
+    return int(text)
 
 
 class _StopFlag:
@@ -146,6 +170,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
         seed=spec.seed,
         env_kwargs=spec.env_kwargs,
         max_turns=run["max_turns"],
+        history_turns=run["history_turns"],
         temperature=c.temperature,
         max_tokens=c.max_new_tokens,
     )
@@ -161,6 +186,7 @@ def _evaluate(spec: RunSpec, trainer: Any) -> EvalResult:
         temperature=spec.eval_temperature,
         max_tokens=trainer.config.max_new_tokens,
         env_kwargs=spec.env_kwargs,
+        history_turns=spec.resolved()[1]["history_turns"],
     )
 
 

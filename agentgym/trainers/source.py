@@ -36,6 +36,7 @@ class CollectorSource:
         seed: base of the reset seeds and sampling seeds.
         env_kwargs: the env's constructor arguments (env ids only).
         max_turns: most turns per episode; None: the env's own limit.
+        history_turns: the policy's history window; None: the whole conversation.
         sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
 
@@ -48,12 +49,14 @@ class CollectorSource:
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         max_turns: int | None = None,
+        history_turns: int | None = None,
         **sampling: Any,
     ) -> None:
         self.engine, self.env = engine, env
         self.group_size, self.seed = group_size, seed
         self.env_kwargs = dict(env_kwargs or {})
         self.max_turns = max_turns
+        self.history_turns = history_turns
         self.sampling = sampling
         self.position = 0
         """Groups collected so far: the next group plays reset seed ``seed + position``."""
@@ -68,6 +71,7 @@ class CollectorSource:
             self.seed + self.position,
             group_size=self.group_size,
             max_turns=self.max_turns,
+            history_turns=self.history_turns,
             env_kwargs=self.env_kwargs if is_id else None,
             num_envs=num_groups * self.group_size if is_id else None,
             sampling_seed=self.seed * 1_000_003 + self.position,

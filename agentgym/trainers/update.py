@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from agentgym.trainers.batch import Sample, TrainBatch, plan_micro_batches, split_minibatches
+from agentgym.trainers.contexts import ContextLayout
 from agentgym.trainers.losses import (
     TOKEN_MEAN_STATS,
     compute_advantages,
@@ -116,14 +117,46 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
     return result
 
 
+def _prepared(trainer: Trainer, samples: Sequence[Sample]) -> tuple[TrainBatch, list[list[int]]]:
+    """The batch the model passes train on, with advantages, and its minibatches' rows.
+
+    Advantages are computed over episode rows; with history windows
+    (``Episode.context_starts``) the model runs one row per context (``ContextLayout``).
+    """
+    episodes = [s.episode for s in samples]
+    batch = TrainBatch.collate(episodes, trainer.pad_token_id)
+    layout = ContextLayout.of(episodes)
+    model_batch = batch if layout is None else layout.unpack_batch(batch, trainer.pad_token_id)
+    model_batch = _no_grad_pass(trainer, model_batch)
+    if layout is not None:
+        computed = {
+            name: layout.pack(value, batch.token_ids.shape)
+            for name in ("old_logprobs", "old_values", "ref_logprobs")
+            if (value := getattr(model_batch, name)) is not None
+        }
+        batch = batch.replace(**computed)
+    else:
+        batch = model_batch
+    advantages = compute_advantages(trainer.config, samples, batch)
+    returns = advantages.returns
+    if layout is not None:
+        model_batch = model_batch.replace(
+            advantages=layout.unpack(advantages.advantages),
+            returns=None if returns is None else layout.unpack(returns),
+        )
+    else:
+        model_batch = batch.replace(advantages=advantages.advantages, returns=returns)
+    count = min(trainer.config.num_minibatches, len(samples))
+    minibatches = split_minibatches(len(samples), count)
+    if layout is not None:
+        minibatches = [layout.rows_of(rows) for rows in minibatches]
+    return model_batch, minibatches
+
+
 def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
     """Train on ``samples`` (groups contiguous); returns the minibatch-averaged metrics."""
-    batch = TrainBatch.collate([s.episode for s in samples], trainer.pad_token_id)
-    batch = _no_grad_pass(trainer, batch)
-    advantages = compute_advantages(trainer.config, samples, batch)
-    batch = batch.replace(advantages=advantages.advantages, returns=advantages.returns)
+    batch, minibatches = _prepared(trainer, samples)
     config = trainer.config
-    minibatches = split_minibatches(len(samples), min(config.num_minibatches, len(samples)))
     history = [
         _train_minibatch(trainer, batch, rows)
         for _ in range(config.ppo_epochs)

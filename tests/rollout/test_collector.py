@@ -226,6 +226,8 @@ def test_an_aborted_completion_is_an_error_not_an_action(tok):
         ({"num_episodes": 2, "temprature": 1.0}, "sampling"),
         ({"num_episodes": 2, "max_turns": 0}, "max_turns"),
         ({"num_episodes": 2, "temperature": -1.0}, "temperature"),
+        ({"num_episodes": 2, "history_turns": -1}, "history_turns"),
+        ({"num_episodes": 2, "history_turns": 1.5}, "history_turns"),
     ],
 )
 def test_bad_arguments_raise_config_errors(tok, kwargs, name):
