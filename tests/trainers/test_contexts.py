@@ -94,9 +94,7 @@ def test_contexts_unpack_into_rows_and_pack_back():
     batch = TrainBatch.collate(episodes, pad_token_id=0)
     rows = layout.unpack_batch(batch, pad_token_id=0)
     assert rows.token_ids.shape[0] == 6
-    assert rows.lengths == [
-        end - start for e in episodes for start, end in e.contexts
-    ]
+    assert rows.lengths == [end - start for e in episodes for start, end in e.contexts]
     for name in ("token_ids", "loss_mask", "sampling_logprobs"):
         packed = layout.pack(getattr(rows, name), batch.token_ids.shape)
         torch.testing.assert_close(packed, getattr(batch, name) * batch.attention_mask)
