@@ -65,19 +65,20 @@ def batches(episodes: list[Episode], size: int, rng: random.Random) -> list[list
 
 
 def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Tensor:
-    length = max(len(e.token_ids) for e in batch)
-    ids = torch.full((len(batch), length), pad)
-    mask = torch.zeros((len(batch), length))
-    attention = torch.zeros((len(batch), length), dtype=torch.long)
-    for row, episode in enumerate(batch):
-        n = len(episode.token_ids)
-        ids[row, :n] = torch.tensor(episode.token_ids)
-        mask[row, :n] = torch.tensor(episode.loss_mask, dtype=torch.float32)
-        attention[row, :n] = 1
+    """Cross-entropy on the sampled tokens, each turn's context as one sequence."""
+    rows = [(e, start, end) for e in batch for start, end in e.contexts]
+    length = max(end - start for _, start, end in rows)
+    ids = torch.full((len(rows), length), pad)
+    mask = torch.zeros((len(rows), length))
+    attention = torch.zeros((len(rows), length), dtype=torch.long)
+    for row, (episode, start, end) in enumerate(rows):
+        ids[row, : end - start] = torch.tensor(episode.token_ids[start:end])
+        mask[row, : end - start] = torch.tensor(episode.loss_mask[start:end], dtype=torch.float32)
+        attention[row, : end - start] = 1
     logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]  # [B, T-1, V]
     nll = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
-    ).view(len(batch), -1)  # [B, T-1]
+    ).view(len(rows), -1)  # [B, T-1]
     target_mask = mask[:, 1:]
     return (nll * target_mask).sum() / target_mask.sum()
 
@@ -93,6 +94,7 @@ def train(args: argparse.Namespace) -> None:
         seed=args.seed,
         tokenizer=tokenizer,
         max_turns=args.max_turns,
+        history_turns=args.history_turns,
     )
     print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
     model.train()
@@ -119,7 +121,7 @@ def train(args: argparse.Namespace) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    model, tokenizer = load()
+    model, tokenizer = load(args.out_dir)
     engine = HFEngine(model, tokenizer)
     episodes = collect(
         engine,
@@ -129,6 +131,7 @@ def check(args: argparse.Namespace) -> None:
         tokenizer=tokenizer,
         temperature=1.0,
         max_tokens=16,
+        history_turns=args.history_turns,
     )
     invalid = sum(t.info.get("invalid_action", False) for e in episodes for t in e.turns)
     turns = sum(len(e.turns) for e in episodes)
@@ -144,6 +147,13 @@ def main() -> None:
         "--episodes", type=int, default=2048, help="random-move episodes to learn from"
     )
     parser.add_argument("--max-turns", type=int, default=6, help="turns per training episode")
+    parser.add_argument(
+        "--history-turns",
+        type=int,
+        default=None,
+        help="learn each turn in a history window (as agentgym train's); default: the whole "
+        "conversation, as the shipped weights were made",
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)

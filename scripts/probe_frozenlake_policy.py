@@ -7,6 +7,7 @@ edge a lower probability than ice; a board-independent one gives the same number
 
     python scripts/probe_frozenlake_policy.py                       # the shipped tiny weights
     python scripts/probe_frozenlake_policy.py runs/<run>/checkpoints/step-00000020
+    python scripts/probe_frozenlake_policy.py runs/<run> --history-turns 0    # a windowed policy
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=None, help="a checkpoint directory")
     parser.add_argument("--maps", type=int, default=150)
+    parser.add_argument(
+        "--history-turns",
+        type=int,
+        default=None,
+        help="the policy's history window (as trained with --history-turns); default: all",
+    )
     args = parser.parse_args()
     torch.set_num_threads(2)
     model, tokenizer = load(args.model)
@@ -52,8 +59,13 @@ def main() -> None:
                 break
         if over:
             continue
+        shown = messages
+        if args.history_turns is not None:  # system, then the observation k turns back, ...
+            user_at = [i for i, m in enumerate(messages) if m["role"] == "user"]
+            first = user_at[max(0, len(user_at) - 1 - args.history_turns)]
+            shown = [messages[0], *messages[first:]]
         text = tokenizer.apply_chat_template(
-            messages, tools=info["tools"], add_generation_prompt=True, tokenize=False
+            shown, tools=info["tools"], add_generation_prompt=True, tokenize=False
         )
         prompt = torch.tensor([tokenizer.encode(text + "```", add_special_tokens=False)])
         with torch.no_grad():

@@ -217,7 +217,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"agentgym eval: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"env": args.env, "model": args.model, **result.to_dict()}, indent=2))
+        report = {"env": args.env, "model": args.model, "history_turns": history}
+        print(json.dumps({**report, **result.to_dict()}, indent=2))
     else:
         print(f"{args.env}: {result.describe()}")
     return 0

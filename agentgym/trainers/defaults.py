@@ -47,7 +47,19 @@ _FROZENLAKE_DAPO: dict[str, Any] = {
 # 4x shorter) the random start succeeds 1% of the time instead of 5% and learning stalled near
 # 0.2; HFEngine's prefix cache keeps long episodes cheap. The micro-batch budget cut the update
 # time about 2x against one padded batch of 64 episodes.
-_FROZENLAKE_RUN: dict[str, Any] = {"steps": 60, "max_turns": None, "micro_batch_tokens": 8192}
+#
+# History window 0: FrozenLake is Markov (each observation shows the whole board), so each turn
+# sees the system prompt and the latest board only (~260 tokens instead of a conversation that
+# grows to thousands). The tiny model learns to read the board from such short prompts several
+# times faster under supervision (scripts/frozenlake_reading_sft.py: safe-move mass 0.85 after
+# 100 steps, against 0.69 with four earlier turns in context), and an update takes ~5 s
+# instead of ~8 s.
+_FROZENLAKE_RUN: dict[str, Any] = {
+    "steps": 60,
+    "max_turns": None,
+    "micro_batch_tokens": 8192,
+    "history_turns": 0,
+}
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are
 # compared directly (a move into a hole against the moves that went on from there).

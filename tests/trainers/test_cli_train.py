@@ -8,6 +8,7 @@ import math
 import pytest
 
 from agentgym.cli import main
+from agentgym.error import ConfigError
 from agentgym.trainers.report import EvalResult, wilson_interval
 
 SMALL = [
@@ -57,6 +58,26 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["steps"] == 3
 
 
+def test_eval_of_a_run_uses_the_history_window_it_was_trained_with(tmp_path, capsys):
+    out = tmp_path / "run"
+    flags = [*SMALL, "--history-turns", "1", "--eval-episodes", "0"]
+    assert main(["train", "--steps", "1", "--out", str(out), *flags]) == 0
+    assert json.loads((out / "run.json").read_text())["run"]["history_turns"] == 1
+    capsys.readouterr()
+    checkpoint = str(out / "checkpoints" / "step-00000001")
+    for model, given, expected in [
+        (str(out), [], 1),
+        (checkpoint, [], 1),
+        (checkpoint, ["--history-turns", "all"], None),
+        (None, [], None),
+    ]:
+        args = ["eval", "--episodes", "2", "--json", *given]
+        assert main([*args, *(["--model", model] if model else [])]) == 0
+        assert json.loads(capsys.readouterr().out)["history_turns"] == expected
+    assert main(["eval", "--episodes", "2", "--history-turns", "-1"]) == 2
+    assert "history_turns" in capsys.readouterr().err
+
+
 def test_train_reads_a_config_file_and_flags_win(tmp_path):
     from agentgym.cli import build_parser
     from agentgym.trainers.cli import spec_from_args
@@ -73,6 +94,13 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert config["learning_rate"] == 0.01
     assert config["seed"] == 3
     assert run["steps"] == 9
+    assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
+    for flag, window in [("all", None), ("3", 3)]:
+        args = build_parser().parse_args(["train", "--history-turns", flag])
+        assert spec_from_args(args).resolved()[1]["history_turns"] == window
+    bad = spec_from_args(build_parser().parse_args(["train", "--history-turns", "some"]))
+    with pytest.raises(ConfigError, match="history_turns"):
+        bad.resolved()
 
 
 def test_wilson_interval_matches_a_hand_computed_value():
