@@ -237,8 +237,8 @@ def train_run(spec: RunSpec) -> dict[str, Any]:
     from agentgym.trainers.progress import RunMonitor
 
     out = spec.out_dir()
+    config, run = spec.resolved()  # a bad setting fails before the run folder is made
     _prepare_out(spec, out)
-    config, run = spec.resolved()
     trainer, source = _build(spec, config, run)
     run_json = {"spec": asdict(spec), "config": trainer.config.to_dict(), "run": run}
     (out / "run.json").write_text(json.dumps(run_json, indent=2, default=str))

@@ -22,7 +22,8 @@ def tok():
 
 def window_messages(episode: Episode, turn: int, history: int | None) -> list[Message]:
     """The messages turn ``turn`` (0-based) should see under a window of ``history`` turns."""
-    reset = [*episode.messages[: len(episode.messages) - _after_reset(episode)]]
+    first_action = next(i for i, m in enumerate(episode.messages) if m["role"] == "assistant")
+    reset = episode.messages[:first_action]
     system = [m for m in reset if m["role"] == "system"]
     observations = [[m for m in reset if m["role"] != "system"]]
     observations += [list(t.observation) for t in episode.turns]
@@ -31,10 +32,6 @@ def window_messages(episode: Episode, turn: int, history: int | None) -> list[Me
     for j in range(first, turn):
         shown += [episode.turns[j].action, *observations[j + 1]]
     return shown
-
-
-def _after_reset(episode: Episode) -> int:
-    return sum(1 + len(t.observation) for t in episode.turns)
 
 
 @pytest.mark.parametrize("history", [0, 1, 2])

@@ -25,14 +25,6 @@ from .ds_step import CONFIGS, MICRO_BATCH_TOKENS, NOT_COMPARED, batches
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_torch_backend_satisfies_the_protocol():
     assert isinstance(TorchBackend(device="cpu"), Backend)
 

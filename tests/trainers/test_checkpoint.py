@@ -33,14 +33,6 @@ RESUME_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def batches_for(algo: str) -> list[list]:
     config = RESUME_CONFIGS[algo]
     size = config.get("group_size", 1)

@@ -76,6 +76,10 @@ def test_eval_of_a_run_uses_the_history_window_it_was_trained_with(tmp_path, cap
         assert json.loads(capsys.readouterr().out)["history_turns"] == expected
     assert main(["eval", "--episodes", "2", "--history-turns", "-1"]) == 2
     assert "history_turns" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    assert main(["train", "--history-turns", "some", "--out", str(bad), *SMALL]) == 2
+    assert "history_turns" in capsys.readouterr().err
+    assert not bad.exists()  # refused before the run folder is made
 
 
 def test_train_reads_a_config_file_and_flags_win(tmp_path):

@@ -20,14 +20,6 @@ from agentgym.trainers.contexts import ContextLayout
 from .ds_step import synthetic_episodes
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def windowed() -> list[Episode]:
     model, tokenizer = models.load(seed=0)

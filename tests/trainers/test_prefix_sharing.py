@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from agentgym.models import load, tiny_config
 from agentgym.trainers.modules import PolicyModule
 from agentgym.trainers.prefix_sharing import find_shared_prefixes, shared_prefix_hidden
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def grouped_batch(

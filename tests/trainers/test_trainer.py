@@ -20,14 +20,6 @@ from agentgym.trainers.losses import compute_advantages
 from .ds_step import CONFIGS, NOT_COMPARED, SyntheticSource, synthetic_episodes
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny():
     return models.load(seed=0)
