@@ -252,6 +252,10 @@ class AlgorithmConfig(TrainerConfig):
     """Multi-turn: weight ω of GiGPO's step-level advantage, added to every turn's advantage:
     the turn's discounted return-to-go against the other turns of its group taken from the same
     state (the env's ``info["state"]``, else the same observation text); 0 turns it off."""
+    episode_credit: float = 1.0
+    """With step credit: weight of the episode-level group advantage in each turn's advantage
+    (GiGPO's eq. 8 uses 1). 0 leaves only the step-level term: a turn is credited only against
+    turns taken from the same state, and a turn from a state met once gets 0."""
     clip_eps_low: float = 0.2
     """ε_low: the probability ratio is clipped at 1 − ε_low where the advantage is negative."""
     clip_eps_high: float = 0.2
@@ -278,6 +282,7 @@ class AlgorithmConfig(TrainerConfig):
     _bounds: ClassVar[dict[str, str]] = {
         "gamma": "in [0, 1]",
         "step_credit": ">= 0",
+        "episode_credit": ">= 0",
         "clip_eps_low": "in (0, 1)",
         "clip_eps_high": "> 0",
         "dual_clip": "> 1",
@@ -323,6 +328,13 @@ class AlgorithmConfig(TrainerConfig):
             "step_credit",
             f"adds to group or rloo advantages, not to {estimator}",
             "set advantage_estimator='group' or step_credit=0",
+        )
+        _require(
+            self.episode_credit == 1.0 or self.step_credit > 0,
+            self,
+            "episode_credit",
+            "weights the episode term against step credit, which is off (step_credit=0)",
+            "set step_credit > 0 or leave episode_credit at 1",
         )
 
     @property

@@ -136,7 +136,7 @@ def _sequence_advantages(
         scale_by_std=config.scale_by_std,
     )
     per_turn = [
-        [episode + config.step_credit * step for step in turns]
+        [config.episode_credit * episode + config.step_credit * step for step in turns]
         for episode, turns in zip(values.tolist(), steps, strict=True)
     ]
     return turn_values_to_tokens(per_turn, spans, mask)

@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym
-from agentgym.envs.frozenlake import FrozenLakeEnv, generate_map
+from agentgym.envs.frozenlake import FrozenLakeEnv, generate_map, squares_reaching_goal
 from agentgym.error import ConfigError, EnvStateError, Error
 
 ENV_ID = "agentgym/FrozenLake-v0"
@@ -251,7 +251,12 @@ def test_invalid_text_actions_are_penalised_and_explained(env, action):
     assert (terminated, truncated) == (False, False)
     assert info["invalid_action"] is True
     assert info["position"] == (0, 0)
-    assert info["reward_components"] == {"goal": 0.0, "hole": 0.0, "invalid_action": -0.1}
+    assert info["reward_components"] == {
+        "goal": 0.0,
+        "hole": 0.0,
+        "invalid_action": -0.1,
+        "edge": 0.0,
+    }
     assert obs[0]["role"] == "user"
     assert "fenced block" in obs[0]["content"]
     _, reward, *_ = env.step("down")  # the episode goes on
@@ -311,7 +316,12 @@ def test_reaching_the_goal_gives_one_and_terminates(env):
     assert terminated is True
     assert truncated is False
     assert info["success"] is True
-    assert info["reward_components"] == {"goal": 1.0, "hole": 0.0, "invalid_action": 0.0}
+    assert info["reward_components"] == {
+        "goal": 1.0,
+        "hole": 0.0,
+        "invalid_action": 0.0,
+        "edge": 0.0,
+    }
     assert "reached the goal" in obs[0]["content"]
 
 
@@ -330,7 +340,12 @@ def test_hole_reward_is_paid_for_a_hole_only():
     play_map(env, "SH/FG")
     _, reward, terminated, _, info = env.step("right")
     assert (reward, terminated) == (-1.0, True)
-    assert info["reward_components"] == {"goal": 0.0, "hole": -1.0, "invalid_action": 0.0}
+    assert info["reward_components"] == {
+        "goal": 0.0,
+        "hole": -1.0,
+        "invalid_action": 0.0,
+        "edge": 0.0,
+    }
     play_map(env, "SH/FG")
     _, reward, _, _, _ = env.step("down")
     assert reward == 0.0
@@ -338,6 +353,22 @@ def test_hole_reward_is_paid_for_a_hole_only():
     assert (reward, info["success"]) == (1.0, True)
     with pytest.raises(ConfigError, match=r"hole_reward=0\.5"):
         FrozenLakeEnv(hole_reward=0.5)
+
+
+def test_edge_reward_is_paid_for_a_move_into_the_edge_only():
+    env = FrozenLakeEnv(edge_reward=-0.5)
+    play_map(env, OPEN)
+    _, reward, terminated, _, info = env.step("up")
+    assert (reward, terminated, info["position"]) == (-0.5, False, (0, 0))
+    assert info["reward_components"]["edge"] == -0.5
+    _, reward, _, _, info = env.step("right")
+    assert (reward, info["position"]) == (0.0, (0, 1))
+    env.step("left")
+    _, reward, _, _, info = env.step("no move")  # invalid: no edge penalty on top
+    assert reward == pytest.approx(-0.1)
+    assert info["reward_components"]["edge"] == 0.0
+    with pytest.raises(ConfigError, match=r"edge_reward=1"):
+        FrozenLakeEnv(edge_reward=1)
 
 
 def test_following_the_shortest_path_solves_generated_maps():
@@ -408,6 +439,32 @@ def slippery_positions(seed: int, moves: int) -> list[tuple[int, int]]:
     return positions
 
 
+def test_random_start_begins_on_squares_that_reach_the_goal():
+    env = FrozenLakeEnv(random_start=True)
+    starts = set()
+    for seed in range(60):
+        _, info = env.reset(seed=seed)
+        rows = tuple(info["map"].split("/"))
+        position = tuple(int(x) for x in info["state"].rsplit("@", 1)[1].split(","))
+        assert position in squares_reaching_goal(rows)
+        starts.add(position)
+    assert len(starts) > 8  # not only the corner
+    first = env.reset(seed=7)
+    again = env.reset(seed=7)
+    assert first == again  # the seed fixes map and start
+
+
+def test_random_start_shows_the_player_where_it_starts():
+    env = FrozenLakeEnv(random_start=True)
+    observation, _ = env.reset(seed=0, options={"map": "SFF/FHF/FFG"})
+    board_lines = observation[1]["content"].splitlines()[:3]
+    row = next(r for r, line in enumerate(board_lines) if "P" in line)
+    col = board_lines[row].split().index("P")
+    assert (row, col) in squares_reaching_goal(("SFF", "FHF", "FFG"))
+    _, info = FrozenLakeEnv().reset(seed=0, options={"map": "SFF/FHF/FFG"})
+    assert info["state"].endswith("@0,0")  # off by default: the start square
+
+
 def test_slippery_is_deterministic_under_a_seed():
     assert slippery_positions(5, 10) == slippery_positions(5, 10)
     assert slippery_positions(5, 10) != slippery_positions(6, 10)
@@ -454,6 +511,7 @@ def test_slipping_is_reported():
         ({"hole_prob": "0.2"}, "hole_prob='0.2'"),
         ({"hole_prob": math.nan}, "hole_prob=nan"),
         ({"slippery": "yes"}, "slippery='yes'"),
+        ({"random_start": 1}, "random_start=1"),
         ({"max_turns": 0}, "max_turns=0"),
         ({"invalid_action_reward": 0.5}, "invalid_action_reward=0.5"),
         ({"render_mode": "rgb_array"}, "render_mode='rgb_array'"),

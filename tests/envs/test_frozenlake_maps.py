@@ -9,7 +9,12 @@ import sys
 
 import pytest
 
-from agentgym.envs.frozenlake import generate_map, parse_map, shortest_path_length
+from agentgym.envs.frozenlake import (
+    generate_map,
+    parse_map,
+    shortest_path_length,
+    squares_reaching_goal,
+)
 from agentgym.error import ConfigError
 
 
@@ -93,6 +98,25 @@ def test_map_depends_on_task_id_size_and_hole_prob():
 )
 def test_shortest_path_length(rows, length):
     assert shortest_path_length(rows) == length
+
+
+@pytest.mark.parametrize(
+    ("rows", "squares"),
+    [
+        (("SF", "FG"), [(0, 0), (0, 1), (1, 0)]),
+        (("SH", "HG"), []),  # nothing reaches the goal
+        (("SFH", "HHF", "FFG"), [(1, 2), (2, 0), (2, 1)]),  # S and its pocket are cut off
+    ],
+)
+def test_squares_reaching_goal(rows, squares):
+    assert squares_reaching_goal(rows) == squares
+
+
+def test_squares_reaching_goal_agree_with_a_flood_fill_from_the_start():
+    for task_id in range(50):
+        rows = generate_map(task_id, 4, 0.3)
+        expected = {cell for cell in reachable(rows) if rows[cell[0]][cell[1]] != "G"}
+        assert set(squares_reaching_goal(rows)) == expected  # a solvable map: one component
 
 
 def test_parse_map_accepts_slashes_and_newlines():

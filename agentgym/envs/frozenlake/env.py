@@ -20,6 +20,7 @@ from agentgym.envs.frozenlake.maps import (
     format_map,
     generate_map,
     parse_map,
+    squares_reaching_goal,
 )
 from agentgym.envs.frozenlake.text import (
     DIRECTIONS,
@@ -58,6 +59,8 @@ class _Episode:
     max_turns: int
     turns: int = 0
     over: bool = False
+    bumped: bool = False
+    """The last move ran into the edge."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,11 @@ class FrozenLakeEnv(AgentEnv):
 
     Reward:
         1.0 on reaching the goal; ``hole_reward`` (0.0 by default, as in Gymnasium) for a move
-        into a hole; 0.0 for any other move, including one into the edge;
-        ``invalid_action_reward`` for an invalid action. ``info["reward_components"]`` holds
-        ``{"goal": ..., "hole": ..., "invalid_action": ...}``. An episode's return lies in
-        ``[max_turns * invalid_action_reward + hole_reward, 1.0]``.
+        into a hole; ``edge_reward`` (0.0 by default) for a move into the edge, which stays;
+        0.0 for any other move; ``invalid_action_reward`` for an invalid action.
+        ``info["reward_components"]`` holds ``{"goal": ..., "hole": ..., "invalid_action": ...,
+        "edge": ...}``. An episode's return lies in ``[max_turns * min(invalid_action_reward,
+        edge_reward) + hole_reward, 1.0]``.
 
     Episode end:
         Terminated on the goal (``info["success"]`` is True) or in a hole. Truncated after
@@ -126,6 +130,12 @@ class FrozenLakeEnv(AgentEnv):
         invalid_action_reward: reward of an invalid action (<= 0).
         hole_reward: reward of falling into a hole (<= 0). A trainer may set it below 0 so that
             groups of episodes that all miss the goal still tell holes from safe moves.
+        edge_reward: reward of a move into the edge (<= 0): a wasted turn. A trainer may set it
+            below 0 to tell a policy early that running into the edge is pointless.
+        random_start: start each episode on a square drawn from ``np_random`` among those from
+            which the goal can be reached, instead of the start square (exploring starts: a
+            trainer sees the whole board, not only what lies near the corner). The board still
+            marks the start square as ice.
         tool_parser: parser for tool calls written as text (see :mod:`agentgym.core.parsing`).
         render_mode: ``"ansi"`` returns the board, ``"human"`` prints it.
 
@@ -150,6 +160,8 @@ class FrozenLakeEnv(AgentEnv):
         max_turns: int | None = None,
         invalid_action_reward: float = -0.1,
         hole_reward: float = 0.0,
+        edge_reward: float = 0.0,
+        random_start: bool = False,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
     ) -> None:
@@ -159,6 +171,9 @@ class FrozenLakeEnv(AgentEnv):
         if not isinstance(slippery, bool | np.bool_):
             raise ConfigError("slippery", slippery, "must be a bool", "pass True or False")
         self.slippery = bool(slippery)
+        if not isinstance(random_start, bool | np.bool_):
+            raise ConfigError("random_start", random_start, "must be a bool", "pass True or False")
+        self.random_start = bool(random_start)
         self.max_turns = (
             None
             if max_turns is None
@@ -166,6 +181,7 @@ class FrozenLakeEnv(AgentEnv):
         )
         self.invalid_action_reward = _penalty(invalid_action_reward, "invalid_action_reward")
         self.hole_reward = _penalty(hole_reward, "hole_reward")
+        self.edge_reward = _penalty(edge_reward, "edge_reward")
         self._episode: _Episode | None = None
 
     # --- Gymnasium API ------------------------------------------------------------------------
@@ -176,7 +192,7 @@ class FrozenLakeEnv(AgentEnv):
         await super().areset(seed=seed, options=options)
         task_id, rows = self._choose_map(options)
         max_turns = self.max_turns or 2 * len(rows) ** 2
-        self._episode = episode = _Episode(rows, task_id, find(rows, "S"), max_turns)
+        self._episode = episode = _Episode(rows, task_id, self._start(rows), max_turns)
         observation = (system(RULES), user(board(rows, episode.position, around=True)))
         info = {
             "tools": self.tool_schemas(),
@@ -215,6 +231,14 @@ class FrozenLakeEnv(AgentEnv):
         return text
 
     # --- internals --------------------------------------------------------------------------
+
+    def _start(self, rows: Map) -> tuple[int, int]:
+        if not self.random_start:
+            return find(rows, "S")
+        squares = squares_reaching_goal(rows)
+        if not squares:  # a given map whose goal cannot be reached: start where it says
+            return find(rows, "S")
+        return squares[int(self.np_random.integers(len(squares)))]
 
     def _choose_map(self, options: dict[str, Any] | None) -> tuple[int | None, Map]:
         options = {k: v for k, v in (options or {}).items() if v is not None}
@@ -266,6 +290,7 @@ class FrozenLakeEnv(AgentEnv):
         (row, col), (dr, dc) = episode.position, _STEPS[actual]
         size = len(episode.rows)
         blocked = not (0 <= row + dr < size and 0 <= col + dc < size)
+        episode.bumped = blocked
         if not blocked:
             episode.position = (row + dr, col + dc)
         cell = episode.rows[episode.position[0]][episode.position[1]]
@@ -281,6 +306,7 @@ class FrozenLakeEnv(AgentEnv):
             "goal": 1.0 if success else 0.0,
             "hole": self.hole_reward if terminated and not success else 0.0,
             "invalid_action": self.invalid_action_reward if invalid else 0.0,
+            "edge": self.edge_reward if episode.bumped and not invalid else 0.0,
         }
         if truncated:
             last: Message = {**messages[-1]}

@@ -23,6 +23,7 @@ __all__ = [
     "generate_map",
     "parse_map",
     "shortest_path_length",
+    "squares_reaching_goal",
 ]
 
 CELLS = frozenset("SFHG")
@@ -110,6 +111,20 @@ def shortest_path_length(rows: Sequence[str]) -> int | None:
                 distance[(nr, nc)] = distance[(r, c)] + 1
                 queue.append((nr, nc))
     return None
+
+
+def squares_reaching_goal(rows: Sequence[str]) -> list[tuple[int, int]]:
+    """The squares other than holes and the goal from which G can be reached, in row order."""
+    goal, size = find(rows, "G"), len(rows)
+    seen, queue = {goal}, deque([goal])
+    while queue:
+        r, c = queue.popleft()
+        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            inside = 0 <= nr < size and 0 <= nc < size
+            if inside and rows[nr][nc] != "H" and (nr, nc) not in seen:
+                seen.add((nr, nc))
+                queue.append((nr, nc))
+    return sorted(seen - {goal})
 
 
 def format_map(rows: Sequence[str]) -> str:

@@ -90,6 +90,30 @@ def test_step_credit_adds_to_the_episode_advantage_per_turn() -> None:
     assert got[1].tolist() == pytest.approx([-0.75] * 4)
 
 
+def test_episode_credit_weights_the_episode_term() -> None:
+    rewards = [[0.0, 1.0], [0.0]]
+    states = [[("state", "s"), ("state", "t")], [("state", "s")]]
+    mask = torch.ones(2, 4)
+    spans = [[(0, 2), (2, 4)], [(0, 4)]]
+    base = {"group_size": 2, "scale_by_std": False, "step_credit": 1.0, "gamma": 1.0}
+    only_steps = make_config("grpo", **base, episode_credit=0.0)
+    got = _sequence_advantages(only_steps, rewards, spans, mask, states)
+    # Only the step term: ±0.5 at s; state t is met once, so its turn gets 0.
+    assert got[0].tolist() == pytest.approx([0.5, 0.5, 0.0, 0.0])
+    assert got[1].tolist() == pytest.approx([-0.5] * 4)
+    half = make_config("grpo", **base, episode_credit=0.5)
+    got = _sequence_advantages(half, rewards, spans, mask, states)
+    assert got[0].tolist() == pytest.approx([0.75, 0.75, 0.25, 0.25])
+
+
+def test_episode_credit_needs_step_credit() -> None:
+    with pytest.raises(ConfigError, match="episode_credit") as caught:
+        make_config("grpo", episode_credit=0.0)
+    assert "step_credit" in str(caught.value)
+    with pytest.raises(ConfigError, match="episode_credit"):
+        make_config("grpo", step_credit=1.0, episode_credit=-0.5)
+
+
 def test_step_credit_needs_a_group_estimator() -> None:
     with pytest.raises(ConfigError, match="step_credit"):
         make_config("ppo", step_credit=1.0)
