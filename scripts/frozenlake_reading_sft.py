@@ -13,7 +13,8 @@ Each example is a state reached by 0-4 random safe moves on a generated map. ``-
 - ``bare``: only the current board, no system prompt, no tools (~60 tokens).
 
 Every ``--every`` steps it prints the loss and the *safe mass*: the share of the four direction
-tokens' probability on safe moves, over 150 held-out states (1.0: reads the board perfectly).
+tokens' probability on safe moves, over 150 held-out states (1.0: reads the board perfectly), and
+first the best safe mass a policy that ignores the board can have: only above it does a model read.
 
     python scripts/frozenlake_reading_sft.py                       # shipped weights, full prompts
     python scripts/frozenlake_reading_sft.py --random-init --prompt bare --lr 3e-3 --steps 300
@@ -121,6 +122,9 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     mean_len = sum(len(p) for p, _ in data) / len(data)
     print(f"{len(data)} states, prompts {mean_len:.0f} tokens on average")
+    # A policy that ignores the board puts its mass on the direction safe most often.
+    shortcut = max(sum(d in moves for _, moves in held) / len(held) for d in DIRECTIONS)
+    print(f"board-independent best: safe mass {shortcut:.3f} (above it, the model reads)")
     print(f"step 0 safe mass {safe_mass(model, ids, held):.3f}", flush=True)
     started = time.monotonic()
     for n in range(1, args.steps + 1):

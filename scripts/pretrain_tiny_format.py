@@ -35,21 +35,34 @@ from agentgym.rollout import collect
 ENV_ID = "agentgym/FrozenLake-v0"
 
 
-class RandomMoveEngine:
-    """An ``InferenceEngine`` that answers every turn with a uniformly random fenced direction."""
+def on_board_directions(prompt: str) -> list[str]:
+    """The directions that do not run into the edge, read from the last "Around you:" line."""
+    line = prompt.rsplit("Around you:", 1)[1].split("\n", 1)[0].strip().rstrip(".")
+    there = dict(part.strip().split(" ", 1) for part in line.split(","))
+    return [d for d in DIRECTIONS if there.get(d) != "edge"]
 
-    def __init__(self, tokenizer: object, seed: int) -> None:
+
+class RandomMoveEngine:
+    """An ``InferenceEngine`` that answers every turn with a uniformly random fenced direction:
+    any of the four, or (``on_board``) any that does not run into the edge."""
+
+    def __init__(self, tokenizer: object, seed: int, *, on_board: bool = False) -> None:
         self.rng = random.Random(seed)
         self.tokenizer = tokenizer
         self.eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+        self.on_board = on_board
 
     async def generate(
         self, prompt_token_ids: Sequence[int], sampling: SamplingParams
     ) -> Completion:
         await asyncio.sleep(0)
-        text = f"```{self.rng.choice(DIRECTIONS)}```"
+        choices = list(DIRECTIONS)
+        if self.on_board:
+            prompt = self.tokenizer.decode(prompt_token_ids)  # type: ignore[attr-defined]
+            choices = on_board_directions(prompt)
+        text = f"```{self.rng.choice(choices)}```"
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.eos]  # type: ignore[attr-defined]
-        return Completion(ids, [math.log(0.25)] * len(ids), "stop", text=text)
+        return Completion(ids, [-math.log(len(choices))] * len(ids), "stop", text=text)
 
     async def update_weights(self, weights: object) -> None:
         raise NotImplementedError
@@ -88,7 +101,7 @@ def train(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     model, tokenizer = load(seed=args.seed)
     episodes = collect(
-        RandomMoveEngine(tokenizer, args.seed),
+        RandomMoveEngine(tokenizer, args.seed, on_board=args.moves == "on-board"),
         ENV_ID,
         args.episodes,
         seed=args.seed,
@@ -153,6 +166,12 @@ def main() -> None:
         default=None,
         help="learn each turn in a history window (as agentgym train's); default: the whole "
         "conversation, as the shipped weights were made",
+    )
+    parser.add_argument(
+        "--moves",
+        choices=["any", "on-board"],
+        default="any",
+        help="the random moves learned from: any direction, or any that stays on the board",
     )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)

@@ -43,15 +43,15 @@ def _pairs(values: list[str], flag: str) -> dict[str, Any]:
     return result
 
 
-def _kwargs(text: str | None) -> dict[str, Any]:
+def _kwargs(text: str | None, flag: str = "--env-kwargs") -> dict[str, Any]:
     if not text:
         return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        return _pairs(text.split(","), "--env-kwargs")
+        return _pairs(text.split(","), flag)
     if not isinstance(value, dict):
-        raise ConfigError("--env-kwargs", text, "is not a JSON object", "use '{\"size\": 5}'")
+        raise ConfigError(flag, text, "is not a JSON object", "use '{\"size\": 5}'")
     return value
 
 
@@ -67,6 +67,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     add("--seed", type=int, help="seed of sampling, task order and evaluation (default 0)")
     add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
+    add(
+        "--train-env-kwargs",
+        help="env arguments of training episodes only, on top of --env-kwargs; evaluation "
+        "plays the env without them (default: the env's training default; '{}' for none)",
+    )
     add("--max-turns", type=int, help="most turns per training episode (default: env's)")
     add(
         "--history-turns",
@@ -111,6 +116,8 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     overrides = _pairs(flags.pop("overrides", []), "--set")
     if "env_kwargs" in flags:
         flags["env_kwargs"] = _kwargs(flags["env_kwargs"])
+    if "train_env_kwargs" in flags:
+        flags["train_env_kwargs"] = _kwargs(flags["train_env_kwargs"], "--train-env-kwargs")
     merged.update(flags)
     merged["config"] = {**merged.get("config", {}), **overrides}
     names = {f.name for f in fields(RunSpec)}

@@ -48,6 +48,10 @@ class RunSpec:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
+    train_env_kwargs: dict[str, Any] | None = None
+    """Env arguments of training episodes only, on top of ``env_kwargs`` (evaluation plays the
+    env without them): e.g. ``{"hole_reward": -1}``. None: the env's training default; ``{}``:
+    none."""
     max_turns: int | None = None
     """Most turns per training episode (evaluation uses the env's own limit)."""
     history_turns: int | str | None = None
@@ -66,8 +70,16 @@ class RunSpec:
         """``(algorithm config, run settings)``: the env's defaults under the spec's values."""
         defaults = training_defaults(self.env, self.algo)
         config = {**defaults.config, **self.config, "seed": self.seed}
+        train_env_kwargs = (
+            defaults.train_env_kwargs if self.train_env_kwargs is None else self.train_env_kwargs
+        )
+        if not isinstance(train_env_kwargs, dict):
+            raise ConfigError(
+                "train_env_kwargs", train_env_kwargs, "is not a mapping", "pass e.g. {}"
+            )
         run = {
             "steps": self.steps or defaults.steps,
+            "train_env_kwargs": dict(train_env_kwargs),
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (
@@ -168,7 +180,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
         spec.env,
         group_size=c.group_size,
         seed=spec.seed,
-        env_kwargs=spec.env_kwargs,
+        env_kwargs={**spec.env_kwargs, **run["train_env_kwargs"]},
         max_turns=run["max_turns"],
         history_turns=run["history_turns"],
         temperature=c.temperature,

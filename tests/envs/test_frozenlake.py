@@ -465,6 +465,21 @@ def test_random_start_shows_the_player_where_it_starts():
     assert info["state"].endswith("@0,0")  # off by default: the start square
 
 
+def test_without_the_tool_moves_are_text_only_and_the_prompt_has_no_schema():
+    env = FrozenLakeEnv(tool=False)
+    observation, info = env.reset(seed=0)
+    assert info["tools"] == []
+    assert "tool" not in observation[0]["content"]
+    assert "```down```" in observation[0]["content"]
+    obs, reward, _, _, info = env.step(hermes("down"))
+    assert info["invalid_action"] and info["position"] == (0, 0)
+    assert reward == pytest.approx(-0.1)
+    assert "fenced block" in obs[0]["content"]
+    _, _, _, _, info = env.step("```down```")
+    assert not info["invalid_action"]
+    assert FrozenLakeEnv().reset(seed=0)[1]["tools"][0]["function"]["name"] == "move"
+
+
 def test_slippery_is_deterministic_under_a_seed():
     assert slippery_positions(5, 10) == slippery_positions(5, 10)
     assert slippery_positions(5, 10) != slippery_positions(6, 10)
@@ -512,6 +527,7 @@ def test_slipping_is_reported():
         ({"hole_prob": math.nan}, "hole_prob=nan"),
         ({"slippery": "yes"}, "slippery='yes'"),
         ({"random_start": 1}, "random_start=1"),
+        ({"tool": "no"}, "tool='no'"),
         ({"max_turns": 0}, "max_turns=0"),
         ({"invalid_action_reward": 0.5}, "invalid_action_reward=0.5"),
         ({"render_mode": "rgb_array"}, "render_mode='rgb_array'"),

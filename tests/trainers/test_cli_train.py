@@ -82,6 +82,31 @@ def test_eval_of_a_run_uses_the_history_window_it_was_trained_with(tmp_path, cap
     assert not bad.exists()  # refused before the run folder is made
 
 
+def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypatch):
+    from agentgym.trainers import run as run_module
+
+    seen: dict[str, list] = {"train": [], "eval": []}
+    real_source, real_evaluate = run_module.CollectorSource, run_module.evaluate
+
+    def source(*args, **kwargs):
+        seen["train"].append(kwargs["env_kwargs"])
+        return real_source(*args, **kwargs)
+
+    def evaluate(*args, **kwargs):
+        seen["eval"].append(kwargs["env_kwargs"])
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "CollectorSource", source)
+    monkeypatch.setattr(run_module, "evaluate", evaluate)
+    out = tmp_path / "run"
+    given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
+    assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
+    assert seen["train"] == [{"size": 3, "edge_reward": -0.5, "random_start": True}]
+    assert seen["eval"] == [{"size": 3}, {"size": 3}]  # before and after training
+    run = json.loads((out / "run.json").read_text())["run"]
+    assert run["train_env_kwargs"] == {"edge_reward": -0.5, "random_start": True}
+
+
 def test_train_reads_a_config_file_and_flags_win(tmp_path):
     from agentgym.cli import build_parser
     from agentgym.trainers.cli import spec_from_args
@@ -99,6 +124,11 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert config["seed"] == 3
     assert run["steps"] == 9
     assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
+    assert run["train_env_kwargs"] == {}  # FrozenLake trains on the env as it is evaluated
+    args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
+    assert spec_from_args(args).resolved()[1]["train_env_kwargs"] == {"hole_reward": -1}
+    with pytest.raises(ConfigError, match="--train-env-kwargs"):
+        spec_from_args(build_parser().parse_args(["train", "--train-env-kwargs", "[1]"]))
     for flag, window in [("all", None), ("3", 3)]:
         args = build_parser().parse_args(["train", "--history-turns", flag])
         assert spec_from_args(args).resolved()[1]["history_turns"] == window

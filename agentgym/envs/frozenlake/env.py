@@ -26,6 +26,8 @@ from agentgym.envs.frozenlake.text import (
     DIRECTIONS,
     INVALID_TOOL_HINT,
     RULES,
+    TEXT_MOVE_HINT,
+    TEXT_RULES,
     board,
     invalid_text,
     move_report,
@@ -136,6 +138,9 @@ class FrozenLakeEnv(AgentEnv):
             which the goal can be reached, instead of the start square (exploring starts: a
             trainer sees the whole board, not only what lies near the corner). The board still
             marks the start square as ice.
+        tool: offer the ``move`` tool (its schema in ``info["tools"]``, so a chat template renders
+            it into the prompt). False: text moves only, a shorter prompt (no schema) for a model
+            that never calls tools; a tool call is then an unknown tool, an invalid action.
         tool_parser: parser for tool calls written as text (see :mod:`agentgym.core.parsing`).
         render_mode: ``"ansi"`` returns the board, ``"human"`` prints it.
 
@@ -162,10 +167,16 @@ class FrozenLakeEnv(AgentEnv):
         hole_reward: float = 0.0,
         edge_reward: float = 0.0,
         random_start: bool = False,
+        tool: bool = True,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(tools=(MOVE,), tool_parser=tool_parser, render_mode=render_mode)
+        if not isinstance(tool, bool | np.bool_):
+            raise ConfigError("tool", tool, "must be a bool", "pass True or False")
+        self.tool = bool(tool)
+        super().__init__(
+            tools=(MOVE,) if self.tool else (), tool_parser=tool_parser, render_mode=render_mode
+        )
         self.size = integer("size", size, 2, "pass an int >= 2, e.g. size=4")
         self.hole_prob = _probability(hole_prob)
         if not isinstance(slippery, bool | np.bool_):
@@ -193,7 +204,8 @@ class FrozenLakeEnv(AgentEnv):
         task_id, rows = self._choose_map(options)
         max_turns = self.max_turns or 2 * len(rows) ** 2
         self._episode = episode = _Episode(rows, task_id, self._start(rows), max_turns)
-        observation = (system(RULES), user(board(rows, episode.position, around=True)))
+        rules = RULES if self.tool else TEXT_RULES
+        observation = (system(rules), user(board(rows, episode.position, around=True)))
         info = {
             "tools": self.tool_schemas(),
             "task_id": task_id,
@@ -275,11 +287,12 @@ class FrozenLakeEnv(AgentEnv):
             text = too_many_calls(len(attempts))
             errors = tuple(tool_message(text, a.id, a.name[:64] or "invalid") for a in attempts)
             return _Reading(None, errors=errors)
-        call = parsed.calls[0] if parsed.calls else None
+        call = parsed.calls[0] if parsed.calls and self.tool else None
         if call and call.name == MOVE.name and MOVE.validation_error(call.arguments) is None:
             return _Reading(call.arguments["direction"], call=call)
         answers = await self.run_tool_calls(parsed)  # unknown tool, bad arguments or malformed call
-        return _Reading(None, errors=tuple(_with_hint(m) for m in answers))
+        hint = INVALID_TOOL_HINT if self.tool else TEXT_MOVE_HINT
+        return _Reading(None, errors=tuple(_with_hint(m, hint) for m in answers))
 
     def _move(self, episode: _Episode, intended: str) -> str:
         actual = intended
@@ -339,8 +352,8 @@ def _is_turn(action: object) -> bool:
     return isinstance(action, str)
 
 
-def _with_hint(message: Message) -> Message:
-    content = f"{(message['content'] or '').rstrip('.')}. {INVALID_TOOL_HINT}"
+def _with_hint(message: Message, hint: str) -> Message:
+    content = f"{(message['content'] or '').rstrip('.')}. {hint}"
     return tool_message(content, message["tool_call_id"], message.get("name", "move"))
 
 

@@ -12,6 +12,8 @@ __all__ = [
     "DIRECTIONS",
     "INVALID_TOOL_HINT",
     "RULES",
+    "TEXT_MOVE_HINT",
+    "TEXT_RULES",
     "board",
     "invalid_text",
     "move_report",
@@ -28,6 +30,11 @@ RULES = (
     "P is you, F is ice. Each turn move one square: left, right, up or down. "
     "Write the direction in a fenced block like ```down```, or call the move tool."
 )
+
+TEXT_RULES = RULES.replace(", or call the move tool.", ".")
+"""The rules when the env offers no tool (``FrozenLakeEnv(tool=False)``)."""
+
+TEXT_MOVE_HINT = "There is no tool: write the direction in a fenced block like ```down```."
 
 INVALID_TOOL_HINT = "Call move once with direction left, right, up or down."
 
