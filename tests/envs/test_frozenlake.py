@@ -472,7 +472,8 @@ def test_without_the_tool_moves_are_text_only_and_the_prompt_has_no_schema():
     assert "tool" not in observation[0]["content"]
     assert "```down```" in observation[0]["content"]
     obs, reward, _, _, info = env.step(hermes("down"))
-    assert info["invalid_action"] and info["position"] == (0, 0)
+    assert info["invalid_action"]
+    assert info["position"] == (0, 0)
     assert reward == pytest.approx(-0.1)
     assert "fenced block" in obs[0]["content"]
     _, _, _, _, info = env.step("```down```")
