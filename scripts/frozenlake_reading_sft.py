@@ -10,6 +10,7 @@ Each example is a state reached by 0-4 random safe moves on a generated map. ``-
 
 - ``full``: system prompt with the tool schema, then the conversation so far (what RL sees);
 - ``single``: system prompt, then only the current board;
+- ``text``: as ``single`` from ``FrozenLake-v0(tool=False)``: no tool schema (~115 tokens);
 - ``bare``: only the current board, no system prompt, no tools (~60 tokens).
 
 Every ``--every`` steps it prints the loss and the *safe mass*: the share of the four direction
@@ -18,6 +19,8 @@ first the best safe mass a policy that ignores the board can have: only above it
 
     python scripts/frozenlake_reading_sft.py                       # shipped weights, full prompts
     python scripts/frozenlake_reading_sft.py --random-init --prompt bare --lr 3e-3 --steps 300
+    python scripts/frozenlake_reading_sft.py --random-init --prompt text --tiny-config \
+        hidden_size=256,intermediate_size=1024,num_attention_heads=8,num_key_value_heads=4
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from probe_frozenlake_policy import surroundings  # this folder is on sys.path w
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.frozenlake.text import DIRECTIONS
-from agentgym.models import load
+from agentgym.models import load, tiny_config
 
 SAFE = ("ice", "goal")
 
@@ -103,7 +106,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=None, help="a model directory (default tiny)")
     parser.add_argument("--random-init", action="store_true", help="tiny policy, random weights")
-    parser.add_argument("--prompt", choices=["full", "single", "bare"], default="full")
+    parser.add_argument(
+        "--tiny-config",
+        default="",
+        metavar="K=V,...",
+        help="with --random-init: tiny config fields to change, e.g. "
+        "hidden_size=256,intermediate_size=1024,num_attention_heads=8,num_key_value_heads=4",
+    )
+    parser.add_argument("--prompt", choices=["full", "single", "text", "bare"], default="full")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -113,9 +123,14 @@ def main() -> None:
     torch.set_num_threads(2)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    model, tokenizer = load(seed=args.seed) if args.random_init else load(args.model)
+    if args.random_init:
+        pairs = [p.split("=", 1) for p in args.tiny_config.split(",") if p]
+        config = tiny_config(**{k: int(v) for k, v in pairs}) if pairs else None
+        model, tokenizer = load(seed=args.seed, config=config)
+    else:
+        model, tokenizer = load(args.model)
     ids = {d: tokenizer.encode(d, add_special_tokens=False)[0] for d in DIRECTIONS}
-    env = gym.make("agentgym/FrozenLake-v0").unwrapped
+    env = gym.make("agentgym/FrozenLake-v0", tool=args.prompt != "text").unwrapped
     data = [example(env, tokenizer, s, rng, args.prompt) for s in range(6000)]
     held = [example(env, tokenizer, s, rng, args.prompt) for s in range(900_000, 900_150)]
     data, held = [x for x in data if x], [x for x in held if x]
