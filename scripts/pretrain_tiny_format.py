@@ -29,7 +29,7 @@ import torch
 from agentgym.core.types import Episode
 from agentgym.envs.frozenlake.text import DIRECTIONS
 from agentgym.inference import Completion, HFEngine, SamplingParams
-from agentgym.models import TINY_DIR, load
+from agentgym.models import TINY_DIR, load, tiny_config
 from agentgym.rollout import collect
 
 ENV_ID = "agentgym/FrozenLake-v0"
@@ -99,13 +99,16 @@ def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Te
 def train(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    model, tokenizer = load(seed=args.seed)
+    pairs = [pair.split("=", 1) for pair in args.tiny_config.split(",") if pair]
+    config = tiny_config(**{k: int(v) for k, v in pairs}) if pairs else None
+    model, tokenizer = load(seed=args.seed, config=config)
     episodes = collect(
         RandomMoveEngine(tokenizer, args.seed, on_board=args.moves == "on-board"),
         ENV_ID,
         args.episodes,
         seed=args.seed,
         tokenizer=tokenizer,
+        env_kwargs={"tool": not args.text_moves},
         max_turns=args.max_turns,
         history_turns=args.history_turns,
     )
@@ -130,6 +133,8 @@ def train(args: argparse.Namespace) -> None:
         model.save_pretrained(tmp, safe_serialization=True)
         target = Path(args.out_dir) / "model.safetensors"
         shutil.copyfile(Path(tmp) / "model.safetensors", target)
+        if config is not None:  # another shape: its config goes with the weights
+            shutil.copyfile(Path(tmp) / "config.json", Path(args.out_dir) / "config.json")
     print(f"wrote {target}")
 
 
@@ -145,6 +150,7 @@ def check(args: argparse.Namespace) -> None:
         temperature=1.0,
         max_tokens=16,
         history_turns=args.history_turns,
+        env_kwargs={"tool": not args.text_moves},
     )
     invalid = sum(t.info.get("invalid_action", False) for e in episodes for t in e.turns)
     turns = sum(len(e.turns) for e in episodes)
@@ -172,6 +178,17 @@ def main() -> None:
         choices=["any", "on-board"],
         default="any",
         help="the random moves learned from: any direction, or any that stays on the board",
+    )
+    parser.add_argument(
+        "--text-moves",
+        action="store_true",
+        help="play FrozenLake-v0(tool=False): no tool schema in the prompt",
+    )
+    parser.add_argument(
+        "--tiny-config",
+        default="",
+        metavar="K=V,...",
+        help="tiny config fields to change (e.g. hidden_size=256); the config is written too",
     )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
