@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from probe_frozenlake_policy import surroundings  # this folder is on sys.path when run
 
 from agentgym.core.types import Episode
 from agentgym.envs.frozenlake.text import DIRECTIONS
@@ -37,8 +38,7 @@ ENV_ID = "agentgym/FrozenLake-v0"
 
 def on_board_directions(prompt: str) -> list[str]:
     """The directions that do not run into the edge, read from the last "Around you:" line."""
-    line = prompt.rsplit("Around you:", 1)[1].split("\n", 1)[0].strip().rstrip(".")
-    there = dict(part.strip().split(" ", 1) for part in line.split(","))
+    there = surroundings(prompt)
     return [d for d in DIRECTIONS if there.get(d) != "edge"]
 
 

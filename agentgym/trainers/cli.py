@@ -70,7 +70,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--train-env-kwargs",
         help="env arguments of training episodes only, on top of --env-kwargs; evaluation "
-        "plays the env without them (default: the env's training default; '{}' for none)",
+        "plays the env without them (default: none)",
     )
     add("--max-turns", type=int, help="most turns per training episode (default: env's)")
     add(

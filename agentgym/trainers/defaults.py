@@ -24,9 +24,6 @@ class TrainingDefaults:
     history_turns: int | None = None
     """The policy's history window (see ``agentgym.rollout.acollect``); None: the whole
     conversation."""
-    train_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env arguments of training episodes only (reward shaping, exploring starts), on top of the
-    run's ``env_kwargs``; evaluation plays the env without them."""
 
 
 _FROZENLAKE_COMMON: dict[str, Any] = {

@@ -48,10 +48,9 @@ class RunSpec:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
-    train_env_kwargs: dict[str, Any] | None = None
+    train_env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Env arguments of training episodes only, on top of ``env_kwargs`` (evaluation plays the
-    env without them): e.g. ``{"hole_reward": -1}``. None: the env's training default; ``{}``:
-    none."""
+    env without them): e.g. ``{"hole_reward": -1}``."""
     max_turns: int | None = None
     """Most turns per training episode (evaluation uses the env's own limit)."""
     history_turns: int | str | None = None
@@ -70,16 +69,13 @@ class RunSpec:
         """``(algorithm config, run settings)``: the env's defaults under the spec's values."""
         defaults = training_defaults(self.env, self.algo)
         config = {**defaults.config, **self.config, "seed": self.seed}
-        train_env_kwargs = (
-            defaults.train_env_kwargs if self.train_env_kwargs is None else self.train_env_kwargs
-        )
-        if not isinstance(train_env_kwargs, dict):
+        if not isinstance(self.train_env_kwargs, dict):
             raise ConfigError(
-                "train_env_kwargs", train_env_kwargs, "is not a mapping", "pass e.g. {}"
+                "train_env_kwargs", self.train_env_kwargs, "is not a mapping", "pass e.g. {}"
             )
         run = {
             "steps": self.steps or defaults.steps,
-            "train_env_kwargs": dict(train_env_kwargs),
+            "train_env_kwargs": dict(self.train_env_kwargs),
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (
