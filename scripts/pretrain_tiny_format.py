@@ -10,6 +10,11 @@ board, so the best this pre-training can learn about directions is "each is equa
     python scripts/pretrain_tiny_format.py --check    # evaluates the shipped weights
 
 Seeded: the same seed, steps and torch version give the same weights.
+
+Experiments (not how the shipped weights were made): ``--freeze-attention`` trains embeddings,
+MLPs and norms only, so the attention stays at its random initialisation instead of saturating on
+the chat markers and the fence (``probe_frozenlake_policy.py --attention`` shows both);
+``--bare-moves`` answers with the bare direction word, a format that needs no attention at all.
 """
 
 from __future__ import annotations
@@ -46,11 +51,14 @@ class RandomMoveEngine:
     """An ``InferenceEngine`` that answers every turn with a uniformly random fenced direction:
     any of the four, or (``on_board``) any that does not run into the edge."""
 
-    def __init__(self, tokenizer: object, seed: int, *, on_board: bool = False) -> None:
+    def __init__(
+        self, tokenizer: object, seed: int, *, on_board: bool = False, bare: bool = False
+    ) -> None:
         self.rng = random.Random(seed)
         self.tokenizer = tokenizer
         self.eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
         self.on_board = on_board
+        self.bare = bare
 
     async def generate(
         self, prompt_token_ids: Sequence[int], sampling: SamplingParams
@@ -60,7 +68,8 @@ class RandomMoveEngine:
         if self.on_board:
             prompt = self.tokenizer.decode(prompt_token_ids)  # type: ignore[attr-defined]
             choices = on_board_directions(prompt)
-        text = f"```{self.rng.choice(choices)}```"
+        direction = self.rng.choice(choices)
+        text = direction if self.bare else f"```{direction}```"
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.eos]  # type: ignore[attr-defined]
         return Completion(ids, [-math.log(len(choices))] * len(ids), "stop", text=text)
 
@@ -103,7 +112,9 @@ def train(args: argparse.Namespace) -> None:
     config = tiny_config(**{k: int(v) for k, v in pairs}) if pairs else None
     model, tokenizer = load(seed=args.seed, config=config)
     episodes = collect(
-        RandomMoveEngine(tokenizer, args.seed, on_board=args.moves == "on-board"),
+        RandomMoveEngine(
+            tokenizer, args.seed, on_board=args.moves == "on-board", bare=args.bare_moves
+        ),
         ENV_ID,
         args.episodes,
         seed=args.seed,
@@ -114,19 +125,27 @@ def train(args: argparse.Namespace) -> None:
     )
     print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    # Attention left at its random initialisation stays unsaturated (see --freeze-attention).
+    params = [
+        p for name, p in model.named_parameters() if not (args.freeze_attention and "attn" in name)
+    ]
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     start, step = time.monotonic(), 0
     for epoch in range(args.epochs):
         for batch in batches(episodes, args.batch_size, rng):
             loss = sft_loss(model, batch, tokenizer.pad_token_id)
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             step += 1
             if step % 10 == 0:
                 elapsed = time.monotonic() - start
                 print(f"epoch {epoch} step {step} loss {loss.item():.4f} ({elapsed:.0f} s)")
+            if step == args.max_steps:
+                break
+        if step == args.max_steps:
+            break
     model.eval()
     # save_pretrained also writes its own config.json; the shipped one is hand-written and stays.
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,6 +209,17 @@ def main() -> None:
         metavar="K=V,...",
         help="tiny config fields to change (e.g. hidden_size=256); the config is written too",
     )
+    parser.add_argument(
+        "--bare-moves",
+        action="store_true",
+        help="answer with the bare direction word (a valid move too) instead of ```down```",
+    )
+    parser.add_argument(
+        "--freeze-attention",
+        action="store_true",
+        help="train embeddings, MLPs and norms only: attention keeps its random weights",
+    )
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: none)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)

@@ -1,20 +1,30 @@
 """Does a FrozenLake policy read the board? P(direction) grouped by what lies that way.
 
 For states reached by a few random down/right moves on generated maps, the policy's probability
-of each direction token (right after the opening fence) is averaged per (direction, what is
-there: ice / hole / edge / goal). A policy that reads the "Around you" line gives a hole or an
-edge a lower probability than ice; a board-independent one gives the same number in each row.
+of each direction token (at the first position of its answer, right after the opening fence) is
+averaged per (direction, what is there: ice / hole / edge / goal). A policy that reads the
+"Around you" line gives a hole or an edge a lower probability than ice; a board-independent one
+gives the same number in each row. The last line gives the spread (standard deviation over the
+states) of each direction's probability: ~0 means the answer does not depend on the board at all.
+
+``--attention`` also prints where the answer position looks: per layer and head, the share of its
+attention on the board message and on the last six tokens (the chat markers and the fence). A
+head with ~1.0 on the last six is saturated on text that never changes; gradients through it
+toward the board are ~0, so RL cannot teach it to read (see the README's FrozenLake section).
 
     python scripts/probe_frozenlake_policy.py                       # the shipped tiny weights
     python scripts/probe_frozenlake_policy.py runs/<run>/checkpoints/step-00000020
     python scripts/probe_frozenlake_policy.py runs/<run> --history-turns 0    # a windowed policy
+    python scripts/probe_frozenlake_policy.py --attention --history-turns 0
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 from collections import defaultdict
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -23,30 +33,20 @@ import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.frozenlake.text import DIRECTIONS
 from agentgym.models import load
 
+TAIL = 6
+"""Tokens at the end of a probe prompt that are the same in every state (markers, fence)."""
+
 
 def surroundings(content: str) -> dict[str, str]:
     line = content.rsplit("Around you:", 1)[1].split("\n", 1)[0].strip().rstrip(".")
     return dict(part.strip().split(" ", 1) for part in line.split(","))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", nargs="?", default=None, help="a checkpoint directory")
-    parser.add_argument("--maps", type=int, default=150)
-    parser.add_argument(
-        "--history-turns",
-        type=int,
-        default=None,
-        help="the policy's history window (as trained with --history-turns); default: all",
-    )
-    args = parser.parse_args()
-    torch.set_num_threads(2)
-    model, tokenizer = load(args.model)
-    model.eval()
-    ids = {d: tokenizer.encode(d, add_special_tokens=False)[0] for d in DIRECTIONS}
-    env = gym.make("agentgym/FrozenLake-v0").unwrapped
+def states(args: argparse.Namespace) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """``(messages shown to the policy, reset info)`` for one state per map."""
+    env = gym.make("agentgym/FrozenLake-v0", tool=not args.text_moves).unwrapped
     rng = random.Random(0)
-    probs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    out = []
     for seed in range(args.maps):
         observation, info = env.reset(seed=seed)
         messages, over = list(observation), False
@@ -64,17 +64,80 @@ def main() -> None:
             user_at = [i for i, m in enumerate(messages) if m["role"] == "user"]
             first = user_at[max(0, len(user_at) - 1 - args.history_turns)]
             shown = [messages[0], *messages[first:]]
+        out.append((shown, info))
+    return out
+
+
+def attention_shares(attentions: tuple[torch.Tensor, ...], board: slice) -> list[list[tuple]]:
+    """Per layer, per head: (share on the board, share on the last TAIL tokens) of the last
+    position's attention."""
+    shares = []
+    for layer in attentions:
+        last = layer[0, :, -1].float()  # [heads, T]
+        on_board, on_tail = last[:, board].sum(-1).tolist(), last[:, -TAIL:].sum(-1).tolist()
+        shares.append(list(zip(on_board, on_tail, strict=True)))
+    return shares
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?", default=None, help="a checkpoint directory")
+    parser.add_argument("--maps", type=int, default=150)
+    parser.add_argument(
+        "--history-turns",
+        type=int,
+        default=None,
+        help="the policy's history window (as trained with --history-turns); default: all",
+    )
+    parser.add_argument(
+        "--answer-prefix",
+        default="```",
+        help="what the policy writes before the direction (default the opening fence; '' for "
+        "a policy that answers with the bare word)",
+    )
+    parser.add_argument("--text-moves", action="store_true", help="FrozenLake-v0(tool=False)")
+    parser.add_argument("--attention", action="store_true", help="where the answer looks")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    model, tokenizer = load(args.model)
+    if args.attention:
+        model.config._attn_implementation = "eager"  # sdpa returns no attention weights
+    model.eval()
+    ids = {d: tokenizer.encode(d, add_special_tokens=False)[0] for d in DIRECTIONS}
+    probs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    per_direction: dict[str, list[float]] = defaultdict(list)
+    shares: list[list[list[tuple]]] = []
+    for shown, info in states(args):
+        head = tokenizer.apply_chat_template(
+            shown[:-1], tools=info["tools"], add_generation_prompt=False, tokenize=False
+        )
         text = tokenizer.apply_chat_template(
             shown, tools=info["tools"], add_generation_prompt=True, tokenize=False
         )
-        prompt = torch.tensor([tokenizer.encode(text + "```", add_special_tokens=False)])
+        prompt = tokenizer.encode(text + args.answer_prefix, add_special_tokens=False)
+        board = slice(len(tokenizer.encode(head, add_special_tokens=False)), len(prompt) - TAIL)
         with torch.no_grad():
-            p = torch.softmax(model(prompt).logits[0, -1].float(), -1)
-        for direction, cell in surroundings(messages[-1]["content"]).items():
+            output = model(torch.tensor([prompt]), output_attentions=args.attention)
+        p = torch.softmax(output.logits[0, -1].float(), -1)
+        for direction, cell in surroundings(shown[-1]["content"]).items():
             probs[(direction, cell)].append(p[ids[direction]].item())
+            per_direction[direction].append(p[ids[direction]].item())
+        if args.attention:
+            shares.append(attention_shares(output.attentions, board))
     print(f"{'direction':<10} {'there':<6} {'states':>6}  P(direction)")
     for (direction, cell), values in sorted(probs.items()):
         print(f"{direction:<10} {cell:<6} {len(values):>6}  {sum(values) / len(values):.3f}")
+    spread = ", ".join(f"{d} {statistics.pstdev(v):.2g}" for d, v in sorted(per_direction.items()))
+    print(f"spread over states (std of P): {spread}")
+    if shares:
+        print("attention of the answer position, share on the board / on the last 6 tokens:")
+        for layer in range(len(shares[0])):
+            cells = []
+            for head in range(len(shares[0][layer])):
+                on_board = statistics.fmean(s[layer][head][0] for s in shares)
+                on_tail = statistics.fmean(s[layer][head][1] for s in shares)
+                cells.append(f"{on_board:.2f}/{on_tail:.2f}")
+            print(f"  layer {layer}: " + "  ".join(cells))
 
 
 if __name__ == "__main__":
