@@ -11,6 +11,8 @@ states) of each direction's probability: ~0 means the answer does not depend on 
 attention on the board message and on the last six tokens (the chat markers and the fence). A
 head with ~1.0 on the last six is saturated on text that never changes; gradients through it
 toward the board are ~0, so RL cannot teach it to read (see the README's FrozenLake section).
+Then, per layer, how much the answer position's hidden state varies over the states: the mean
+distance to the states' mean, over the mean's norm (random weights: ~0.01-0.02).
 
     python scripts/probe_frozenlake_policy.py                       # the shipped tiny weights
     python scripts/probe_frozenlake_policy.py runs/<run>/checkpoints/step-00000020
@@ -107,6 +109,7 @@ def main() -> None:
     probs: dict[tuple[str, str], list[float]] = defaultdict(list)
     per_direction: dict[str, list[float]] = defaultdict(list)
     shares: list[list[list[tuple]]] = []
+    hidden: list[torch.Tensor] = []  # per state: [layers + 1, hidden size]
     for shown, info in states(args):
         head = tokenizer.apply_chat_template(
             shown[:-1], tools=info["tools"], add_generation_prompt=False, tokenize=False
@@ -117,13 +120,18 @@ def main() -> None:
         prompt = tokenizer.encode(text + args.answer_prefix, add_special_tokens=False)
         board = slice(len(tokenizer.encode(head, add_special_tokens=False)), len(prompt) - TAIL)
         with torch.no_grad():
-            output = model(torch.tensor([prompt]), output_attentions=args.attention)
+            output = model(
+                torch.tensor([prompt]),
+                output_attentions=args.attention,
+                output_hidden_states=args.attention,
+            )
         p = torch.softmax(output.logits[0, -1].float(), -1)
         for direction, cell in surroundings(shown[-1]["content"]).items():
             probs[(direction, cell)].append(p[ids[direction]].item())
             per_direction[direction].append(p[ids[direction]].item())
         if args.attention:
             shares.append(attention_shares(output.attentions, board))
+            hidden.append(torch.stack([h[0, -1].float() for h in output.hidden_states]))
     print(f"{'direction':<10} {'there':<6} {'states':>6}  P(direction)")
     for (direction, cell), values in sorted(probs.items()):
         print(f"{direction:<10} {cell:<6} {len(values):>6}  {sum(values) / len(values):.3f}")
@@ -138,6 +146,11 @@ def main() -> None:
                 on_tail = statistics.fmean(s[layer][head][1] for s in shares)
                 cells.append(f"{on_board:.2f}/{on_tail:.2f}")
             print(f"  layer {layer}: " + "  ".join(cells))
+        states_hidden = torch.stack(hidden)  # [states, layers + 1, hidden size]
+        mean = states_hidden.mean(0)  # [layers + 1, hidden size]
+        variation = (states_hidden - mean).norm(dim=-1).mean(0) / mean.norm(dim=-1)
+        print("hidden state of the answer position, variation over states, per layer output:")
+        print("  " + "  ".join(f"{v:.2g}" for v in variation[1:].tolist()))
 
 
 if __name__ == "__main__":
