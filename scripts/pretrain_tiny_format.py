@@ -14,7 +14,9 @@ Seeded: the same seed, steps and torch version give the same weights.
 Experiments (not how the shipped weights were made): ``--freeze-attention`` trains embeddings,
 MLPs and norms only, so the attention stays at its random initialisation instead of saturating on
 the chat markers and the fence (``probe_frozenlake_policy.py --attention`` shows both);
-``--bare-moves`` answers with the bare direction word, a format that needs no attention at all.
+``--bare-moves`` answers with the bare direction word, a format that needs no attention at all;
+``--readout-only`` (with ``--tiny-config tie_word_embeddings=false``) trains only the output layer
+and the final norm, so the network under it stays exactly random.
 """
 
 from __future__ import annotations
@@ -105,11 +107,35 @@ def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Te
     return (nll * target_mask).sum() / target_mask.sum()
 
 
+def _config_value(text: str) -> int | bool:
+    return text == "true" if text in ("true", "false") else int(text)
+
+
+def trainable(model: torch.nn.Module, args: argparse.Namespace) -> list[torch.nn.Parameter]:
+    """The parameters the pre-training changes; the others keep their random initialisation."""
+    if args.readout_only:
+        if model.config.tie_word_embeddings:
+            raise SystemExit(
+                "--readout-only needs an output layer of its own: add tie_word_embeddings=false to "
+                "--tiny-config"
+            )
+        keep = {"lm_head.weight", "model.norm.weight"}
+    else:  # attention left at its random initialisation stays unsaturated
+        names = [name for name, _ in model.named_parameters()]
+        keep = {n for n in names if not (args.freeze_attention and "attn" in n)}
+    params = []
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in keep)
+        if name in keep:
+            params.append(param)
+    return params
+
+
 def train(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     pairs = [pair.split("=", 1) for pair in args.tiny_config.split(",") if pair]
-    config = tiny_config(**{k: int(v) for k, v in pairs}) if pairs else None
+    config = tiny_config(**{k: _config_value(v) for k, v in pairs}) if pairs else None
     model, tokenizer = load(seed=args.seed, config=config)
     episodes = collect(
         RandomMoveEngine(
@@ -125,10 +151,7 @@ def train(args: argparse.Namespace) -> None:
     )
     print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
     model.train()
-    # Attention left at its random initialisation stays unsaturated (see --freeze-attention).
-    params = [
-        p for name, p in model.named_parameters() if not (args.freeze_attention and "attn" in name)
-    ]
+    params = trainable(model, args)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     start, step = time.monotonic(), 0
     for epoch in range(args.epochs):
@@ -218,6 +241,12 @@ def main() -> None:
         "--freeze-attention",
         action="store_true",
         help="train embeddings, MLPs and norms only: attention keeps its random weights",
+    )
+    parser.add_argument(
+        "--readout-only",
+        action="store_true",
+        help="train the output layer and final norm only (needs tie_word_embeddings=false): the "
+        "format is a linear readout of a random network",
     )
     parser.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: none)")
     parser.add_argument("--epochs", type=int, default=2)
