@@ -121,14 +121,12 @@ def trainable(model: torch.nn.Module, args: argparse.Namespace) -> list[torch.nn
             )
         keep = {"lm_head.weight", "model.norm.weight"}
     else:  # attention left at its random initialisation stays unsaturated
-        names = [name for name, _ in model.named_parameters()]
-        keep = {n for n in names if not (args.freeze_attention and "attn" in n)}
-    params = []
+        keep = {
+            n for n, _ in model.named_parameters() if not (args.freeze_attention and "attn" in n)
+        }
     for name, param in model.named_parameters():
         param.requires_grad_(name in keep)
-        if name in keep:
-            params.append(param)
-    return params
+    return [param for name, param in model.named_parameters() if name in keep]
 
 
 def train(args: argparse.Namespace) -> None:

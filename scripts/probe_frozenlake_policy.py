@@ -8,11 +8,12 @@ gives the same number in each row. The last line gives the spread (standard devi
 states) of each direction's probability: ~0 means the answer does not depend on the board at all.
 
 ``--attention`` also prints where the answer position looks: per layer and head, the share of its
-attention on the board message and on the last six tokens (the chat markers and the fence). A
-head with ~1.0 on the last six is saturated on text that never changes; gradients through it
-toward the board are ~0, so RL cannot teach it to read (see the README's FrozenLake section).
-Then, per layer, how much the answer position's hidden state varies over the states: the mean
-distance to the states' mean, over the mean's norm (random weights: ~0.01-0.02).
+attention on the board message and on what follows it (the chat markers and the answer prefix:
+six tokens with the fence). A head with ~1.0 on what follows is saturated on text that never
+changes; gradients through it toward the board are ~0, so RL cannot teach it to read (see the
+README's FrozenLake section). Then, per layer, how much the answer position's hidden state varies
+over the states: the mean distance to the states' mean, over the mean's norm (random weights:
+~0.02-0.03).
 
     python scripts/probe_frozenlake_policy.py                       # the shipped tiny weights
     python scripts/probe_frozenlake_policy.py runs/<run>/checkpoints/step-00000020
@@ -34,9 +35,6 @@ import torch
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.frozenlake.text import DIRECTIONS
 from agentgym.models import load
-
-TAIL = 6
-"""Tokens at the end of a probe prompt that are the same in every state (markers, fence)."""
 
 
 def surroundings(content: str) -> dict[str, str]:
@@ -71,12 +69,13 @@ def states(args: argparse.Namespace) -> list[tuple[list[dict[str, Any]], dict[st
 
 
 def attention_shares(attentions: tuple[torch.Tensor, ...], board: slice) -> list[list[tuple]]:
-    """Per layer, per head: (share on the board, share on the last TAIL tokens) of the last
+    """Per layer, per head: (share on the board, share on what follows it) of the last
     position's attention."""
     shares = []
     for layer in attentions:
         last = layer[0, :, -1].float()  # [heads, T]
-        on_board, on_tail = last[:, board].sum(-1).tolist(), last[:, -TAIL:].sum(-1).tolist()
+        on_board = last[:, board].sum(-1).tolist()
+        on_tail = last[:, board.stop :].sum(-1).tolist()
         shares.append(list(zip(on_board, on_tail, strict=True)))
     return shares
 
@@ -106,19 +105,26 @@ def main() -> None:
         model.config._attn_implementation = "eager"  # sdpa returns no attention weights
     model.eval()
     ids = {d: tokenizer.encode(d, add_special_tokens=False)[0] for d in DIRECTIONS}
+    closing = len(tokenizer.encode("<|im_end|>\n", add_special_tokens=False))  # ChatML templates
     probs: dict[tuple[str, str], list[float]] = defaultdict(list)
     per_direction: dict[str, list[float]] = defaultdict(list)
     shares: list[list[list[tuple]]] = []
     hidden: list[torch.Tensor] = []  # per state: [layers + 1, hidden size]
     for shown, info in states(args):
-        head = tokenizer.apply_chat_template(
-            shown[:-1], tools=info["tools"], add_generation_prompt=False, tokenize=False
+        head, body = (
+            tokenizer.apply_chat_template(
+                messages, tools=info["tools"], add_generation_prompt=False, tokenize=False
+            )
+            for messages in (shown[:-1], shown)
         )
         text = tokenizer.apply_chat_template(
             shown, tools=info["tools"], add_generation_prompt=True, tokenize=False
         )
         prompt = tokenizer.encode(text + args.answer_prefix, add_special_tokens=False)
-        board = slice(len(tokenizer.encode(head, add_special_tokens=False)), len(prompt) - TAIL)
+        board = slice(
+            len(tokenizer.encode(head, add_special_tokens=False)),
+            len(tokenizer.encode(body, add_special_tokens=False)) - closing,
+        )
         with torch.no_grad():
             output = model(
                 torch.tensor([prompt]),
@@ -138,7 +144,7 @@ def main() -> None:
     spread = ", ".join(f"{d} {statistics.pstdev(v):.2g}" for d, v in sorted(per_direction.items()))
     print(f"spread over states (std of P): {spread}")
     if shares:
-        print("attention of the answer position, share on the board / on the last 6 tokens:")
+        print("attention of the answer position, share on the board / on what follows it:")
         for layer in range(len(shares[0])):
             cells = []
             for head in range(len(shares[0][layer])):
