@@ -13,12 +13,18 @@ Each example is a state reached by 0-4 random safe moves on a generated map. ``-
 - ``text``: as ``single`` from ``FrozenLake-v0(tool=False)``: no tool schema (~115 tokens);
 - ``bare``: only the current board, no system prompt, no tools (~60 tokens).
 
+``--bandit`` replaces the labels with a reward, as RL sees it, in its most favourable form:
+REINFORCE over the four direction tokens, one sampled move per state, +1 if safe and -1 if not,
+with the state's exact expected reward as the baseline. It separates reading from the output
+format (the softmax is over the four directions only), so a random network can be measured.
+
 Every ``--every`` steps it prints the loss and the *safe mass*: the share of the four direction
 tokens' probability on safe moves, over 150 held-out states (1.0: reads the board perfectly), and
 first the best safe mass a policy that ignores the board can have: only above it does a model read.
 
     python scripts/frozenlake_reading_sft.py                       # shipped weights, full prompts
     python scripts/frozenlake_reading_sft.py --random-init --prompt bare --lr 3e-3 --steps 300
+    python scripts/frozenlake_reading_sft.py --random-init --prompt text --bandit --steps 30
     python scripts/frozenlake_reading_sft.py --random-init --prompt text --tiny-config \
         hidden_size=256,intermediate_size=1024,num_attention_heads=8,num_key_value_heads=4
 """
@@ -83,7 +89,23 @@ def safe_mass(model: Any, ids: dict[str, int], states: list[Any]) -> float:
     return total / len(states)
 
 
-def step(model: Any, optimizer: Any, batch: list[Any], ids: dict[str, int], pad: int, rng) -> float:
+def bandit_loss(logits: torch.Tensor, batch: list[Any], ids: dict[str, int]) -> torch.Tensor:
+    """REINFORCE over the four direction tokens: one sampled move per state, reward +1 if it is
+    safe and -1 if not, minus the state's exact expected reward (the best possible baseline)."""
+    logp = torch.log_softmax(logits[:, [ids[d] for d in DIRECTIONS]].float(), -1)
+    rows = torch.arange(len(batch))
+    with torch.no_grad():
+        reward = torch.tensor(
+            [[1.0 if d in moves else -1.0 for d in DIRECTIONS] for _, moves in batch]
+        )
+        action = torch.multinomial(logp.exp(), 1)[:, 0]
+        advantage = reward[rows, action] - (logp.exp() * reward).sum(-1)
+    return -(advantage * logp[rows, action]).mean()
+
+
+def step(
+    model: Any, optimizer: Any, batch: list[Any], ids: dict[str, int], pad: int, rng, bandit: bool
+) -> float:
     model.train()
     length = max(len(p) for p, _ in batch)
     x = torch.full((len(batch), length), pad)
@@ -91,10 +113,13 @@ def step(model: Any, optimizer: Any, batch: list[Any], ids: dict[str, int], pad:
     for row, (prompt, _) in enumerate(batch):
         x[row, : len(prompt)] = torch.tensor(prompt)
         attention[row, : len(prompt)] = 1
-    labels = torch.tensor([ids[rng.choice(moves)] for _, moves in batch])
     last = torch.tensor([len(p) - 1 for p, _ in batch])
     logits = model(input_ids=x, attention_mask=attention).logits[torch.arange(len(batch)), last]
-    loss = torch.nn.functional.cross_entropy(logits, labels)
+    if bandit:
+        loss = bandit_loss(logits, batch, ids)
+    else:
+        labels = torch.tensor([ids[rng.choice(moves)] for _, moves in batch])
+        loss = torch.nn.functional.cross_entropy(logits, labels)
     optimizer.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -114,6 +139,12 @@ def main() -> None:
         "hidden_size=256,intermediate_size=1024,num_attention_heads=8,num_key_value_heads=4",
     )
     parser.add_argument("--prompt", choices=["full", "single", "text", "bare"], default="full")
+    parser.add_argument(
+        "--bandit",
+        action="store_true",
+        help="learn from a reward instead of labels: sample one of the four directions, +1 if "
+        "safe, -1 if not (the best case for RL's signal: immediate, exact baseline)",
+    )
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -144,7 +175,7 @@ def main() -> None:
     started = time.monotonic()
     for n in range(1, args.steps + 1):
         batch = rng.sample(data, args.batch_size)
-        loss = step(model, optimizer, batch, ids, tokenizer.pad_token_id, rng)
+        loss = step(model, optimizer, batch, ids, tokenizer.pad_token_id, rng, args.bandit)
         if n % args.every == 0:
             mass = safe_mass(model, ids, held)
             elapsed = time.monotonic() - started

@@ -179,17 +179,24 @@ def _model_dir(path: str | None) -> str | None:
     return path
 
 
-def _trained_history(path: str | None) -> int | None:
-    """The history window of the run that trained the model at ``path`` (a run folder or one
-    of its checkpoints), from its ``run.json``; None (whole conversation) otherwise."""
+def _trained_run(path: str | None) -> dict[str, Any]:
+    """The run settings (``run.json``'s ``run``: history window, env arguments) of the run that
+    trained the model at ``path`` (a run folder or one of its checkpoints); {} otherwise."""
     if path is None:
-        return None
+        return {}
     folder = Path(path)
     for candidate in (folder, folder.parent.parent):
         run_json = candidate / "run.json"
         if run_json.is_file():
-            return json.loads(run_json.read_text()).get("run", {}).get("history_turns")
-    return None
+            data = json.loads(run_json.read_text())
+            return {**data.get("run", {}), "env": data.get("spec", {}).get("env")}
+    return {}
+
+
+def _trained_env_kwargs(trained: dict[str, Any], env: str) -> dict[str, Any]:
+    """The env arguments the run trained with, when it trained on ``env`` (e.g. FrozenLake's
+    ``tool=False``: the policy learned tool-less prompts)."""
+    return dict(trained.get("env_kwargs") or {}) if trained.get("env") == env else {}
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -203,12 +210,14 @@ def run_eval(args: argparse.Namespace) -> int:
             raise ConfigError("--episodes", args.episodes, "must be >= 1", "use e.g. 128")
         from agentgym.trainers.run import history_window
 
+        trained = _trained_run(args.model)
         if args.history_turns is None:
-            history = _trained_history(args.model)
+            history = trained.get("history_turns")
         else:
             history = history_window(args.history_turns)
         model, tokenizer = models.load(_model_dir(args.model))
         engine = HFEngine(model, tokenizer, seed=args.seed)
+        env_kwargs = {**_trained_env_kwargs(trained, args.env), **_kwargs(args.env_kwargs)}
         result = evaluate(
             engine,
             args.env,
@@ -216,7 +225,7 @@ def run_eval(args: argparse.Namespace) -> int:
             seed=args.seed,
             temperature=args.temperature,
             max_tokens=args.max_tokens,
-            env_kwargs=_kwargs(args.env_kwargs),
+            env_kwargs=env_kwargs,
             history_turns=history,
         )
         run_sync(engine.close())
@@ -224,7 +233,12 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"agentgym eval: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        report = {"env": args.env, "model": args.model, "history_turns": history}
+        report = {
+            "env": args.env,
+            "model": args.model,
+            "history_turns": history,
+            "env_kwargs": env_kwargs,
+        }
         print(json.dumps({**report, **result.to_dict()}, indent=2))
     else:
         print(f"{args.env}: {result.describe()}")

@@ -24,6 +24,10 @@ class TrainingDefaults:
     history_turns: int | None = None
     """The policy's history window (see ``agentgym.rollout.acollect``); None: the whole
     conversation."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env arguments for training and evaluation (under the run's own ``env_kwargs``)."""
+    train_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env arguments for training episodes only (under the run's own ``train_env_kwargs``)."""
 
 
 _FROZENLAKE_COMMON: dict[str, Any] = {
@@ -54,11 +58,16 @@ _FROZENLAKE_DAPO: dict[str, Any] = {
 # times faster under supervision (scripts/frozenlake_reading_sft.py: safe-move mass 0.85 after
 # 100 steps, against 0.69 with four earlier turns in context), and an update takes ~5 s
 # instead of ~8 s.
+#
+# No tool schema (``tool=False``: moves are written as text, ```down```): the schema is ~140 tokens
+# of text that is the same every turn, and the answer position's attention, spread over it, found
+# the board's few changing tokens far more slowly (see the README's FrozenLake section).
 _FROZENLAKE_RUN: dict[str, Any] = {
     "steps": 60,
     "max_turns": None,
     "micro_batch_tokens": 8192,
     "history_turns": 0,
+    "env_kwargs": {"tool": False},
 }
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are

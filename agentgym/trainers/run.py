@@ -46,6 +46,8 @@ class RunSpec:
     out: str | None = None
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env arguments for training and evaluation, over the env's training defaults (FrozenLake's:
+    ``tool=False``)."""
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
     train_env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -73,9 +75,12 @@ class RunSpec:
             raise ConfigError(
                 "train_env_kwargs", self.train_env_kwargs, "is not a mapping", "pass e.g. {}"
             )
+        if not isinstance(self.env_kwargs, dict):
+            raise ConfigError("env_kwargs", self.env_kwargs, "is not a mapping", "pass e.g. {}")
         run = {
             "steps": self.steps or defaults.steps,
-            "train_env_kwargs": dict(self.train_env_kwargs),
+            "env_kwargs": {**defaults.env_kwargs, **self.env_kwargs},
+            "train_env_kwargs": {**defaults.train_env_kwargs, **self.train_env_kwargs},
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (
@@ -176,7 +181,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
         spec.env,
         group_size=c.group_size,
         seed=spec.seed,
-        env_kwargs={**spec.env_kwargs, **run["train_env_kwargs"]},
+        env_kwargs={**run["env_kwargs"], **run["train_env_kwargs"]},
         max_turns=run["max_turns"],
         history_turns=run["history_turns"],
         temperature=c.temperature,
@@ -186,6 +191,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
 
 
 def _evaluate(spec: RunSpec, trainer: Any) -> EvalResult:
+    run = spec.resolved()[1]
     return evaluate(
         trainer.engine,
         spec.env,
@@ -193,8 +199,8 @@ def _evaluate(spec: RunSpec, trainer: Any) -> EvalResult:
         seed=EVAL_SEED + spec.seed,
         temperature=spec.eval_temperature,
         max_tokens=trainer.config.max_new_tokens,
-        env_kwargs=spec.env_kwargs,
-        history_turns=spec.resolved()[1]["history_turns"],
+        env_kwargs=run["env_kwargs"],
+        history_turns=run["history_turns"],
     )
 
 

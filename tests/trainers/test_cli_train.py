@@ -58,22 +58,26 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["steps"] == 3
 
 
-def test_eval_of_a_run_uses_the_history_window_it_was_trained_with(tmp_path, capsys):
+def test_eval_of_a_run_uses_the_window_and_env_arguments_it_was_trained_with(tmp_path, capsys):
     out = tmp_path / "run"
     flags = [*SMALL, "--history-turns", "1", "--eval-episodes", "0"]
     assert main(["train", "--steps", "1", "--out", str(out), *flags]) == 0
     assert json.loads((out / "run.json").read_text())["run"]["history_turns"] == 1
     capsys.readouterr()
     checkpoint = str(out / "checkpoints" / "step-00000001")
-    for model, given, expected in [
-        (str(out), [], 1),
-        (checkpoint, [], 1),
-        (checkpoint, ["--history-turns", "all"], None),
-        (None, [], None),
+    trained = {"tool": False}  # FrozenLake's training default: moves as text, no tool schema
+    for model, given, expected, env_kwargs in [
+        (str(out), [], 1, trained),
+        (checkpoint, [], 1, trained),
+        (checkpoint, ["--history-turns", "all"], None, trained),
+        (checkpoint, ["--env-kwargs", "tool=true,size=3"], 1, {"tool": True, "size": 3}),
+        (None, [], None, {}),
     ]:
         args = ["eval", "--episodes", "2", "--json", *given]
         assert main([*args, *(["--model", model] if model else [])]) == 0
-        assert json.loads(capsys.readouterr().out)["history_turns"] == expected
+        report = json.loads(capsys.readouterr().out)
+        assert report["history_turns"] == expected
+        assert report["env_kwargs"] == env_kwargs
     assert main(["eval", "--episodes", "2", "--history-turns", "-1"]) == 2
     assert "history_turns" in capsys.readouterr().err
     bad = tmp_path / "bad"
@@ -101,8 +105,9 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     out = tmp_path / "run"
     given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
-    assert seen["train"] == [{"size": 3, "edge_reward": -0.5, "random_start": True}]
-    assert seen["eval"] == [{"size": 3}, {"size": 3}]  # before and after training
+    shown = {"tool": False, "size": 3}  # FrozenLake's default tool=False, then --env-kwargs
+    assert seen["train"] == [{**shown, "edge_reward": -0.5, "random_start": True}]
+    assert seen["eval"] == [shown, shown]  # before and after training
     run = json.loads((out / "run.json").read_text())["run"]
     assert run["train_env_kwargs"] == {"edge_reward": -0.5, "random_start": True}
 
@@ -124,7 +129,9 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert config["seed"] == 3
     assert run["steps"] == 9
     assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
-    assert run["train_env_kwargs"] == {}  # FrozenLake trains on the env as it is evaluated
+    assert run["env_kwargs"] == {"tool": False}  # FrozenLake's: text moves, no tool schema
+    args = build_parser().parse_args(["train", "--env-kwargs", "tool=true"])
+    assert spec_from_args(args).resolved()[1]["env_kwargs"] == {"tool": True}
     args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
     assert spec_from_args(args).resolved()[1]["train_env_kwargs"] == {"hole_reward": -1}
     with pytest.raises(ConfigError, match="--train-env-kwargs"):
