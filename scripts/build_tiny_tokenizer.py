@@ -8,14 +8,6 @@ so the package never trains anything at import or run time::
     .venv/bin/python scripts/build_tiny_tokenizer.py            # writes the files
     .venv/bin/python scripts/build_tiny_tokenizer.py --check    # exit 1 if they would change
 
-FrozenLake's neighbour phrases (" down hole", " left edge": a direction and what lies there, as
-its "Around you:" line writes them) are single added tokens. One token per fact makes what lies in
-each direction a feature the answer position can read directly; as two tokens it is a relation
-between neighbours that a tiny random network must first learn to compute. Measured on the
-contextual bandit "pick a move that stays on the ice" (REINFORCE over the four direction tokens,
-random weights, 128 states per step, tool-less prompts): the safe share of probability goes from
-0.64 to 0.91 in 15 steps with these tokens, and stays at 0.64 for 60 steps without them.
-
 The pre-tokenizer isolates every "\\n" (and the chat markers are added tokens), so text on either
 side of a newline or a marker tokenizes independently. The chat template relies on that for
 prefix stability: a generation prompt ends with "\\n", so its tokens are a prefix of the tokens
@@ -43,11 +35,6 @@ DOCS = 12_000
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_MARKERS = ["<tool_call>", "</tool_call>"]
-NEIGHBOURS = [  # FrozenLake's "Around you:" phrases, one token each (see the module docstring)
-    f" {direction} {cell}"
-    for direction in ("left", "down", "right", "up")
-    for cell in ("ice", "hole", "edge", "goal")
-]
 
 DIRECTIONS = ["left", "right", "up", "down"]
 WORDS = (  # noqa: SIM905 (a word list reads better as text)
@@ -210,16 +197,14 @@ def build_tokenizer(seed: int = SEED) -> Tokenizer:
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - len(TOOL_MARKERS) - len(NEIGHBOURS),
+        vocab_size=VOCAB_SIZE - len(TOOL_MARKERS),
         min_frequency=2,
         special_tokens=[AddedToken(t, special=True, normalized=False) for t in SPECIAL],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(corpus(seed), trainer=trainer)
-    tok.add_tokens(
-        [AddedToken(t, special=False, normalized=False) for t in TOOL_MARKERS + NEIGHBOURS]
-    )
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_MARKERS])
     return tok
 
 

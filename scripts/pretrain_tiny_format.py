@@ -143,9 +143,9 @@ def train(args: argparse.Namespace) -> None:
         args.episodes,
         seed=args.seed,
         tokenizer=tokenizer,
-        env_kwargs={"tool": args.tool},
+        env_kwargs={"tool": not args.text_moves},
         max_turns=args.max_turns,
-        history_turns=None if args.history_turns < 0 else args.history_turns,
+        history_turns=args.history_turns,
     )
     print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
     model.train()
@@ -189,8 +189,8 @@ def check(args: argparse.Namespace) -> None:
         tokenizer=tokenizer,
         temperature=1.0,
         max_tokens=16,
-        history_turns=None if args.history_turns < 0 else args.history_turns,
-        env_kwargs={"tool": args.tool},
+        history_turns=args.history_turns,
+        env_kwargs={"tool": not args.text_moves},
     )
     invalid = sum(t.info.get("invalid_action", False) for e in episodes for t in e.turns)
     turns = sum(len(e.turns) for e in episodes)
@@ -209,9 +209,9 @@ def main() -> None:
     parser.add_argument(
         "--history-turns",
         type=int,
-        default=0,
-        help="learn each turn in a history window, as agentgym train's FrozenLake default (0: "
-        "the latest board only, as the shipped weights were made); -1: the whole conversation",
+        default=None,
+        help="learn each turn in a history window (as agentgym train's); default: the whole "
+        "conversation, as the shipped weights were made",
     )
     parser.add_argument(
         "--moves",
@@ -220,10 +220,9 @@ def main() -> None:
         help="the random moves learned from: any direction, or any that stays on the board",
     )
     parser.add_argument(
-        "--tool",
+        "--text-moves",
         action="store_true",
-        help="play FrozenLake-v0 with the move tool's schema in the prompt; the default is "
-        "tool=False, agentgym train's FrozenLake default (moves as text)",
+        help="play FrozenLake-v0(tool=False): no tool schema in the prompt",
     )
     parser.add_argument(
         "--tiny-config",

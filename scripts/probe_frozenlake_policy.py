@@ -44,7 +44,7 @@ def surroundings(content: str) -> dict[str, str]:
 
 def states(args: argparse.Namespace) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """``(messages shown to the policy, reset info)`` for one state per map."""
-    env = gym.make("agentgym/FrozenLake-v0", tool=args.tool).unwrapped
+    env = gym.make("agentgym/FrozenLake-v0", tool=not args.text_moves).unwrapped
     rng = random.Random(0)
     out = []
     for seed in range(args.maps):
@@ -96,11 +96,7 @@ def main() -> None:
         help="what the policy writes before the direction (default the opening fence; '' for "
         "a policy that answers with the bare word)",
     )
-    parser.add_argument(
-        "--tool",
-        action="store_true",
-        help="FrozenLake-v0 with the move tool's schema (default tool=False, as agentgym train)",
-    )
+    parser.add_argument("--text-moves", action="store_true", help="FrozenLake-v0(tool=False)")
     parser.add_argument("--attention", action="store_true", help="where the answer looks")
     args = parser.parse_args()
     torch.set_num_threads(2)

@@ -58,16 +58,11 @@ _FROZENLAKE_DAPO: dict[str, Any] = {
 # times faster under supervision (scripts/frozenlake_reading_sft.py: safe-move mass 0.85 after
 # 100 steps, against 0.69 with four earlier turns in context), and an update takes ~5 s
 # instead of ~8 s.
-#
-# No tool schema (``tool=False``: moves are written as text, ```down```): the schema is ~140 tokens
-# of text that is the same every turn, and the answer position's attention, spread over it, found
-# the board's few changing tokens far more slowly (see the README's FrozenLake section).
 _FROZENLAKE_RUN: dict[str, Any] = {
     "steps": 60,
     "max_turns": None,
     "micro_batch_tokens": 8192,
     "history_turns": 0,
-    "env_kwargs": {"tool": False},
 }
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are

@@ -46,8 +46,8 @@ class RunSpec:
     out: str | None = None
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env arguments for training and evaluation, over the env's training defaults (FrozenLake's:
-    ``tool=False``)."""
+    """Env arguments for training and evaluation, over the env's training defaults
+    (``TrainingDefaults.env_kwargs``)."""
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
     train_env_kwargs: dict[str, Any] = field(default_factory=dict)

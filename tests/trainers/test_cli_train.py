@@ -60,12 +60,12 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
 
 def test_eval_of_a_run_uses_the_window_and_env_arguments_it_was_trained_with(tmp_path, capsys):
     out = tmp_path / "run"
-    flags = [*SMALL, "--history-turns", "1", "--eval-episodes", "0"]
+    flags = [*SMALL, "--history-turns", "1", "--eval-episodes", "0", "--env-kwargs", "tool=false"]
     assert main(["train", "--steps", "1", "--out", str(out), *flags]) == 0
     assert json.loads((out / "run.json").read_text())["run"]["history_turns"] == 1
     capsys.readouterr()
     checkpoint = str(out / "checkpoints" / "step-00000001")
-    trained = {"tool": False}  # FrozenLake's training default: moves as text, no tool schema
+    trained = {"tool": False}
     for model, given, expected, env_kwargs in [
         (str(out), [], 1, trained),
         (checkpoint, [], 1, trained),
@@ -105,7 +105,7 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     out = tmp_path / "run"
     given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
-    shown = {"tool": False, "size": 3}  # FrozenLake's default tool=False, then --env-kwargs
+    shown = {"size": 3}
     assert seen["train"] == [{**shown, "edge_reward": -0.5, "random_start": True}]
     assert seen["eval"] == [shown, shown]  # before and after training
     run = json.loads((out / "run.json").read_text())["run"]
@@ -129,7 +129,7 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert config["seed"] == 3
     assert run["steps"] == 9
     assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
-    assert run["env_kwargs"] == {"tool": False}  # FrozenLake's: text moves, no tool schema
+    assert run["env_kwargs"] == {}  # FrozenLake trains and evaluates the env as it is
     args = build_parser().parse_args(["train", "--env-kwargs", "tool=true"])
     assert spec_from_args(args).resolved()[1]["env_kwargs"] == {"tool": True}
     args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
@@ -174,3 +174,19 @@ def test_eval_command_reports_success_with_a_confidence_interval(capsys):
     text = capsys.readouterr().out
     assert text.startswith("agentgym/FrozenLake-v0: success ")
     assert "95% CI" in text
+
+
+def test_env_training_defaults_lie_under_the_runs_own_env_arguments(monkeypatch):
+    from agentgym.trainers import run as run_module
+    from agentgym.trainers.defaults import TrainingDefaults
+
+    defaults = TrainingDefaults(
+        env_kwargs={"tool": False, "size": 5}, train_env_kwargs={"hole_reward": -1.0}
+    )
+    monkeypatch.setattr(run_module, "training_defaults", lambda env, algo: defaults)
+    spec = run_module.RunSpec(env_kwargs={"size": 3}, train_env_kwargs={"edge_reward": -0.5})
+    run = spec.resolved()[1]
+    assert run["env_kwargs"] == {"tool": False, "size": 3}
+    assert run["train_env_kwargs"] == {"hole_reward": -1.0, "edge_reward": -0.5}
+    with pytest.raises(ConfigError, match="env_kwargs"):
+        run_module.RunSpec(env_kwargs=[1]).resolved()  # type: ignore[arg-type]
