@@ -194,8 +194,8 @@ def _trained_run(path: str | None) -> dict[str, Any]:
 
 
 def _trained_env_kwargs(trained: dict[str, Any], env: str) -> dict[str, Any]:
-    """The env arguments the run trained with, when it trained on ``env`` (e.g. FrozenLake's
-    ``tool=False``: the policy learned tool-less prompts)."""
+    """The env arguments the run trained with, when it trained on ``env``: a policy trained on
+    ``tool=False`` prompts is evaluated on them."""
     return dict(trained.get("env_kwargs") or {}) if trained.get("env") == env else {}
 
 

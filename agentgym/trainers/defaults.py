@@ -24,10 +24,6 @@ class TrainingDefaults:
     history_turns: int | None = None
     """The policy's history window (see ``agentgym.rollout.acollect``); None: the whole
     conversation."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env arguments for training and evaluation (under the run's own ``env_kwargs``)."""
-    train_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env arguments for training episodes only (under the run's own ``train_env_kwargs``)."""
 
 
 _FROZENLAKE_COMMON: dict[str, Any] = {

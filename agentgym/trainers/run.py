@@ -46,8 +46,8 @@ class RunSpec:
     out: str | None = None
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Env arguments for training and evaluation, over the env's training defaults
-    (``TrainingDefaults.env_kwargs``)."""
+    """Env arguments for training and evaluation; ``run.json`` records them, and ``agentgym
+    eval`` of the run's model plays the env with them."""
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
     train_env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -79,8 +79,8 @@ class RunSpec:
             raise ConfigError("env_kwargs", self.env_kwargs, "is not a mapping", "pass e.g. {}")
         run = {
             "steps": self.steps or defaults.steps,
-            "env_kwargs": {**defaults.env_kwargs, **self.env_kwargs},
-            "train_env_kwargs": {**defaults.train_env_kwargs, **self.train_env_kwargs},
+            "env_kwargs": dict(self.env_kwargs),
+            "train_env_kwargs": dict(self.train_env_kwargs),
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (

@@ -105,9 +105,8 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     out = tmp_path / "run"
     given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
-    shown = {"size": 3}
-    assert seen["train"] == [{**shown, "edge_reward": -0.5, "random_start": True}]
-    assert seen["eval"] == [shown, shown]  # before and after training
+    assert seen["train"] == [{"size": 3, "edge_reward": -0.5, "random_start": True}]
+    assert seen["eval"] == [{"size": 3}, {"size": 3}]  # before and after training
     run = json.loads((out / "run.json").read_text())["run"]
     assert run["train_env_kwargs"] == {"edge_reward": -0.5, "random_start": True}
 
@@ -115,6 +114,7 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
 def test_train_reads_a_config_file_and_flags_win(tmp_path):
     from agentgym.cli import build_parser
     from agentgym.trainers.cli import spec_from_args
+    from agentgym.trainers.run import RunSpec
 
     path = tmp_path / "run.toml"
     path.write_text('algo = "dapo"\nsteps = 7\nseed = 3\n[config]\nlearning_rate = 0.01\n')
@@ -132,6 +132,8 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert run["env_kwargs"] == {}  # FrozenLake trains and evaluates the env as it is
     args = build_parser().parse_args(["train", "--env-kwargs", "tool=true"])
     assert spec_from_args(args).resolved()[1]["env_kwargs"] == {"tool": True}
+    with pytest.raises(ConfigError, match="env_kwargs"):
+        RunSpec(env_kwargs=[1]).resolved()  # type: ignore[arg-type]
     args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
     assert spec_from_args(args).resolved()[1]["train_env_kwargs"] == {"hole_reward": -1}
     with pytest.raises(ConfigError, match="--train-env-kwargs"):
@@ -174,19 +176,3 @@ def test_eval_command_reports_success_with_a_confidence_interval(capsys):
     text = capsys.readouterr().out
     assert text.startswith("agentgym/FrozenLake-v0: success ")
     assert "95% CI" in text
-
-
-def test_env_training_defaults_lie_under_the_runs_own_env_arguments(monkeypatch):
-    from agentgym.trainers import run as run_module
-    from agentgym.trainers.defaults import TrainingDefaults
-
-    defaults = TrainingDefaults(
-        env_kwargs={"tool": False, "size": 5}, train_env_kwargs={"hole_reward": -1.0}
-    )
-    monkeypatch.setattr(run_module, "training_defaults", lambda env, algo: defaults)
-    spec = run_module.RunSpec(env_kwargs={"size": 3}, train_env_kwargs={"edge_reward": -0.5})
-    run = spec.resolved()[1]
-    assert run["env_kwargs"] == {"tool": False, "size": 3}
-    assert run["train_env_kwargs"] == {"hole_reward": -1.0, "edge_reward": -0.5}
-    with pytest.raises(ConfigError, match="env_kwargs"):
-        run_module.RunSpec(env_kwargs=[1]).resolved()  # type: ignore[arg-type]
