@@ -88,8 +88,18 @@ def batches(episodes: list[Episode], size: int, rng: random.Random) -> list[list
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Tensor:
-    """Cross-entropy on the sampled tokens, each turn's context as one sequence."""
+def sft_loss(
+    model: torch.nn.Module,
+    batch: list[Episode],
+    pad: int,
+    direction_ids: Sequence[int] = (),
+) -> torch.Tensor:
+    """Cross-entropy on the sampled tokens, each turn's context as one sequence.
+
+    With ``direction_ids``, a position whose sampled token is a direction is scored on the
+    probability of *any* direction, ``-log sum_d p(d)``, not on the one sampled: the loss teaches
+    where a direction goes and leaves how the four share that probability as it is.
+    """
     rows = [(e, start, end) for e in batch for start, end in e.contexts]
     length = max(end - start for _, start, end in rows)
     ids = torch.full((len(rows), length), pad)
@@ -100,9 +110,15 @@ def sft_loss(model: torch.nn.Module, batch: list[Episode], pad: int) -> torch.Te
         mask[row, : end - start] = torch.tensor(episode.loss_mask[start:end], dtype=torch.float32)
         attention[row, : end - start] = 1
     logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]  # [B, T-1, V]
+    targets = ids[:, 1:]
     nll = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view(len(rows), -1)  # [B, T-1]
+    if direction_ids:
+        choice = torch.tensor(list(direction_ids))
+        is_direction = torch.isin(targets, choice)
+        any_direction = torch.logsumexp(logits, -1) - torch.logsumexp(logits[..., choice], -1)
+        nll = torch.where(is_direction, any_direction, nll)
     target_mask = mask[:, 1:]
     return (nll * target_mask).sum() / target_mask.sum()
 
@@ -148,13 +164,20 @@ def train(args: argparse.Namespace) -> None:
         history_turns=args.history_turns,
     )
     print(f"{len(episodes)} random-move episodes, {sum(len(e.token_ids) for e in episodes)} tokens")
+    direction_ids: list[int] = []
+    if args.direction_loss == "any":
+        for direction in DIRECTIONS:
+            ids = tokenizer.encode(direction, add_special_tokens=False)
+            if len(ids) != 1:
+                raise SystemExit(f"--direction-loss any: {direction!r} is {len(ids)} tokens, not 1")
+            direction_ids.append(ids[0])
     model.train()
     params = trainable(model, args)
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     start, step = time.monotonic(), 0
     for epoch in range(args.epochs):
         for batch in batches(episodes, args.batch_size, rng):
-            loss = sft_loss(model, batch, tokenizer.pad_token_id)
+            loss = sft_loss(model, batch, tokenizer.pad_token_id, direction_ids)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -245,6 +268,13 @@ def main() -> None:
         action="store_true",
         help="train the output layer and final norm only (needs tie_word_embeddings=false): the "
         "format is a linear readout of a random network",
+    )
+    parser.add_argument(
+        "--direction-loss",
+        choices=["sampled", "any"],
+        default="sampled",
+        help="score the direction token on the one sampled (cross-entropy), or on the total "
+        "probability of the four directions (any), which leaves their split to the board",
     )
     parser.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: none)")
     parser.add_argument("--epochs", type=int, default=2)

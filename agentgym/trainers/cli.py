@@ -8,8 +8,9 @@
     agentgym eval --env agentgym/FrozenLake-v0 --model runs/fl/checkpoints/step-00000040 --json
 
 A config file (TOML, or JSON) holds the same names as the flags (``env``, ``algo``, ``steps``,
-``env_kwargs``, ...) and a ``[config]`` table of algorithm fields; flags given on the command line
-win over the file.
+``env_kwargs``, ...), a ``[config]`` table of algorithm fields and an ``[options]`` table of
+trainer options (``warmup_steps``, ``adam_eps``, ...); flags given on the command line win over
+the file.
 """
 
 from __future__ import annotations
@@ -87,6 +88,15 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="an algorithm config field, e.g. --set learning_rate=1e-3 (repeatable)",
     )
+    add(
+        "--option",
+        dest="option_pairs",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a trainer option beside the algorithm (warmup_steps, adam_eps, adam_betas, "
+        "weight_decay, old_logprobs, critic_learning_rate), e.g. --option warmup_steps=10",
+    )
     add("--eval-episodes", type=int, help="episodes of the start and end evaluations (0: none)")
     add("--eval-temperature", type=float, help="sampling temperature of evaluations (default 1)")
     add("--checkpoint-every", type=int, help="updates between checkpoints (default 10)")
@@ -114,12 +124,14 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     flags = {k: v for k, v in vars(args).items() if v is not None and k not in ("config",)}
     flags.pop("command", None)
     overrides = _pairs(flags.pop("overrides", []), "--set")
+    options = _pairs(flags.pop("option_pairs", []), "--option")
     if "env_kwargs" in flags:
         flags["env_kwargs"] = _kwargs(flags["env_kwargs"])
     if "train_env_kwargs" in flags:
         flags["train_env_kwargs"] = _kwargs(flags["train_env_kwargs"], "--train-env-kwargs")
     merged.update(flags)
     merged["config"] = {**merged.get("config", {}), **overrides}
+    merged["options"] = {**merged.get("options", {}), **options}
     names = {f.name for f in fields(RunSpec)}
     unknown = sorted(set(merged) - names)
     if unknown:

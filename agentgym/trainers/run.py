@@ -50,6 +50,9 @@ class RunSpec:
     eval`` of the run's model plays the env with them."""
     config: dict[str, Any] = field(default_factory=dict)
     """Overrides of the algorithm's config fields (``--set name=value``)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Trainer options beside the algorithm (``--option name=value``): the fields of
+    ``agentgym.trainers.TrainOptions``, e.g. ``{"warmup_steps": 10}``."""
     train_env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Env arguments of training episodes only, on top of ``env_kwargs`` (evaluation plays the
     env without them): e.g. ``{"hole_reward": -1}``."""
@@ -77,10 +80,18 @@ class RunSpec:
             )
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError("env_kwargs", self.env_kwargs, "is not a mapping", "pass e.g. {}")
+        if not isinstance(self.options, dict):
+            raise ConfigError(
+                "options", self.options, "is not a mapping", "pass e.g. {'warmup_steps': 10}"
+            )
+        from agentgym.trainers.trainer import TrainOptions
+
+        TrainOptions.from_dict(self.options)  # a bad option fails here, before any folder
         run = {
             "steps": self.steps or defaults.steps,
             "env_kwargs": dict(self.env_kwargs),
             "train_env_kwargs": dict(self.train_env_kwargs),
+            "options": dict(self.options),
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (
@@ -172,6 +183,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
         spec.backend,
         policy=(model, tokenizer),
         config=config,
+        options=run["options"],
         engine=engine,
         **backend_options,
     )

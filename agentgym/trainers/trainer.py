@@ -72,6 +72,9 @@ class TrainOptions:
         for key, value in data.items():
             if key not in names:
                 raise ConfigError(key, value, "is not a trainer option", f"options: {names}")
+        data = dict(data)
+        if isinstance(data.get("adam_betas"), list):  # JSON and TOML have no tuples
+            data["adam_betas"] = tuple(data["adam_betas"])
         return cls(**data)
 
     def __post_init__(self) -> None:
@@ -79,14 +82,23 @@ class TrainOptions:
             raise ConfigError(
                 "old_logprobs", self.old_logprobs, "is not a source", "use recompute or engine"
             )
-        if not all(0 <= b < 1 for b in self.adam_betas) or len(self.adam_betas) != 2:
+        for name in ("weight_decay", "adam_eps", "warmup_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(name, value, "must be a number >= 0", f"pass e.g. {name}=0")
+        if not (
+            isinstance(self.adam_betas, tuple)
+            and len(self.adam_betas) == 2
+            and all(isinstance(b, int | float) and 0 <= b < 1 for b in self.adam_betas)
+        ):
             raise ConfigError(
                 "adam_betas", self.adam_betas, "must be two values in [0, 1)", "use (0.9, 0.999)"
             )
-        for name in ("weight_decay", "adam_eps", "warmup_steps"):
-            if getattr(self, name) < 0:
-                raise ConfigError(name, getattr(self, name), "must be >= 0", "use 0 or more")
-        if self.critic_learning_rate is not None and self.critic_learning_rate <= 0:
+        if self.critic_learning_rate is not None and (
+            isinstance(self.critic_learning_rate, bool)
+            or not isinstance(self.critic_learning_rate, int | float)
+            or self.critic_learning_rate <= 0
+        ):
             raise ConfigError(
                 "critic_learning_rate",
                 self.critic_learning_rate,

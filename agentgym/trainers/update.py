@@ -157,6 +157,7 @@ def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
     """Train on ``samples`` (groups contiguous); returns the minibatch-averaged metrics."""
     batch, minibatches = _prepared(trainer, samples)
     config = trainer.config
+    lr = trainer.backend.learning_rate()  # the rate this update steps with (warm-up moves it after)
     history = [
         _train_minibatch(trainer, batch, rows)
         for _ in range(config.ppo_epochs)
@@ -164,7 +165,7 @@ def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
     ]
     metrics = {name: sum(h[name] for h in history) / len(history) for name in history[0]}
     metrics["grad_norm_max"] = max(h["grad_norm"] for h in history)
-    metrics["lr"] = trainer.backend.learning_rate()
+    metrics["lr"] = lr
     metrics["sampled_tokens"] = float(batch.loss_mask.sum())
     return metrics
 

@@ -9,6 +9,7 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.error import ConfigError
+from agentgym.trainers.checkpoint import read_manifest
 from agentgym.trainers.report import EvalResult, wilson_interval
 
 SMALL = [
@@ -33,7 +34,8 @@ def _steps(out) -> list[int]:
 
 def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--steps", "2", "--out", str(out), *SMALL]) == 0
+    argv = ["--out", str(out), "--option", "warmup_steps=4", *SMALL]
+    assert main(["train", "--steps", "2", *argv]) == 0
     assert _steps(out) == [1, 2]
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     for key in ("reward_mean", "success_rate", "entropy", "tokens_per_s", "collect_s", "step_s"):
@@ -48,6 +50,15 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["group_size"] == 4
     assert run["config"]["algo"] == "grpo"
+    assert run["run"]["options"] == {"warmup_steps": 4}
+    manifest = read_manifest(out / "checkpoints" / "step-00000002")
+    assert manifest["options"]["warmup_steps"] == 4
+    assert [
+        json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ] == [
+        pytest.approx(1e-3 / 4),
+        pytest.approx(2e-3 / 4),
+    ]
 
     # Without --resume an existing run is not overwritten.
     assert main(["train", "--steps", "3", "--out", str(out), *SMALL]) == 2
@@ -117,13 +128,25 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     from agentgym.trainers.run import RunSpec
 
     path = tmp_path / "run.toml"
-    path.write_text('algo = "dapo"\nsteps = 7\nseed = 3\n[config]\nlearning_rate = 0.01\n')
+    path.write_text(
+        'algo = "dapo"\nsteps = 7\nseed = 3\n[config]\nlearning_rate = 0.01\n'
+        "[options]\nwarmup_steps = 5\nadam_eps = 1e-6\n"
+    )
+    options = ["--option", "warmup_steps=2", "--option", "adam_betas=[0.9,0.95]"]
     args = build_parser().parse_args(
-        ["train", "--config", str(path), "--steps", "9", "--set", "group_size=4"]
+        ["train", "--config", str(path), "--steps", "9", "--set", "group_size=4", *options]
     )
     spec = spec_from_args(args)
     assert (spec.algo, spec.steps, spec.seed) == ("dapo", 9, 3)
     assert spec.config == {"learning_rate": 0.01, "group_size": 4}
+    assert spec.options == {"warmup_steps": 2, "adam_eps": 1e-6, "adam_betas": [0.9, 0.95]}
+    assert spec.resolved()[1]["options"] == spec.options
+    with pytest.raises(ConfigError, match="warmup"):  # a bad option fails before any folder
+        RunSpec(options={"warmup": 3}).resolved()
+    with pytest.raises(ConfigError, match="options"):
+        RunSpec(options=[1]).resolved()  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--option"):
+        spec_from_args(build_parser().parse_args(["train", "--option", "warmup_steps"]))
     config, run = spec.resolved()
     assert config["learning_rate"] == 0.01
     assert config["seed"] == 3

@@ -62,6 +62,19 @@ def test_make_resolves_presets_overrides_and_mismatches(tiny):
         make("grpo", policy=fresh(tiny), options={"warmup": 3})
 
 
+def test_train_options_from_a_file_are_checked_and_betas_become_a_tuple():
+    assert TrainOptions.from_dict({"adam_betas": [0.9, 0.95]}).adam_betas == (0.9, 0.95)
+    for bad in ({"warmup_steps": "10"}, {"adam_eps": -1e-8}, {"weight_decay": True}):
+        (name,) = bad
+        with pytest.raises(ConfigError, match=name):
+            TrainOptions.from_dict(bad)
+    for betas in ([0.9], [0.9, 1.0], ["0.9", 0.99]):
+        with pytest.raises(ConfigError, match="adam_betas"):
+            TrainOptions.from_dict({"adam_betas": betas})
+    with pytest.raises(ConfigError, match="critic_learning_rate"):
+        TrainOptions.from_dict({"critic_learning_rate": "1e-5"})
+
+
 def test_infra_errors_and_untrainable_episodes_drop_their_groups(tiny):
     trainer = make("grpo", policy=fresh(tiny), config={"group_size": 4, "batch_size": 12})
     episodes = synthetic_episodes(3, 4, seed=3)
