@@ -16,7 +16,10 @@ MLPs and norms only, so the attention stays at its random initialisation instead
 the chat markers and the fence (``probe_frozenlake_policy.py --attention`` shows both);
 ``--bare-moves`` answers with the bare direction word, a format that needs no attention at all;
 ``--readout-only`` (with ``--tiny-config tie_word_embeddings=false``) trains only the output layer
-and the final norm, so the network under it stays exactly random.
+and the final norm, so the network under it stays exactly random; ``--direction-loss any``
+scores the direction on the total probability of the four (format only, no split taught). None of
+these keeps the board readable: after pre-training, P(direction) varies across boards by under
+1e-4 (``probe_frozenlake_policy.py``), readout-only aside (4e-3).
 """
 
 from __future__ import annotations
