@@ -157,7 +157,7 @@ def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
     """Train on ``samples`` (groups contiguous); returns the minibatch-averaged metrics."""
     batch, minibatches = _prepared(trainer, samples)
     config = trainer.config
-    lr = trainer.backend.learning_rate()  # the rate this update steps with (warm-up moves it after)
+    lr = trainer.backend.learning_rate()  # the first optimizer step's (warm-up moves it after)
     history = [
         _train_minibatch(trainer, batch, rows)
         for _ in range(config.ppo_epochs)
