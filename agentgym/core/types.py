@@ -113,6 +113,13 @@ class Episode:
     its own: ``token_ids`` is those contexts one after another, each ending in its turn's
     sampled ids, and ``context_starts`` holds where each begins (the first is 0). A trainer
     runs each context as a sequence of its own."""
+    turn_choices: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+    """Empty when sampling was free. With constrained decoding (the collector's
+    ``action_choices``), one entry per turn (aligned with ``turn_spans``): the token-id
+    sequences the turn was restricted to (``SamplingParams.choices``; ``()`` for a free turn).
+    A trainer scores a constrained turn's tokens under the same restriction
+    (``agentgym.inference.choice_next_tokens``); a token that was the only one allowed was
+    forced, not sampled, and has ``loss_mask`` 0."""
     metrics: dict[str, float] = field(default_factory=dict)
     trainable: bool = True
     group: int | None = None

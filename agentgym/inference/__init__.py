@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentgym.inference.chat import parse_assistant, render_ids
     from agentgym.inference.hf import EngineStats, HFEngine
     from agentgym.inference.openai import OpenAIEngine
-    from agentgym.inference.sampling import sample_rows, sampling_logprobs
+    from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
     from agentgym.inference.sglang import SGLangEngine
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "OpenAIEngine",
     "SGLangEngine",
     "SamplingParams",
+    "choice_next_tokens",
     "parse_assistant",
     "render_ids",
     "sample_rows",
@@ -53,6 +54,7 @@ _LAZY = {
     "HFEngine": "agentgym.inference.hf",
     "OpenAIEngine": "agentgym.inference.openai",
     "SGLangEngine": "agentgym.inference.sglang",
+    "choice_next_tokens": "agentgym.inference.sampling",
     "parse_assistant": "agentgym.inference.chat",
     "render_ids": "agentgym.inference.chat",
     "sample_rows": "agentgym.inference.sampling",

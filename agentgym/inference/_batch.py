@@ -20,7 +20,7 @@ from transformers import DynamicCache
 from agentgym.core.errors import Error
 from agentgym.inference._prefix import KV, PrefixCache
 from agentgym.inference.base import Completion, FinishReason, SamplingParams
-from agentgym.inference.sampling import sample_rows, sampling_logprobs
+from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
 
 __all__ = ["Row", "RunningBatch"]
 
@@ -216,6 +216,8 @@ class RunningBatch:
 
     def _sample(self, logits: torch.Tensor) -> None:
         params = [row.sampling for row in self.rows]
+        if any(p.choices for p in params):
+            logits = self._constrain(logits)
         logprobs = sampling_logprobs(
             logits,
             temperature=torch.tensor([p.temperature for p in params]),
@@ -231,14 +233,29 @@ class RunningBatch:
             row.logprobs.append(logprob)
             self._check_finish(row, used + 1)
 
+    def _constrain(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` ``[B, V]`` with -inf for every token that continues none of a row's
+        choices (rows without choices unchanged)."""
+        banned = torch.zeros_like(logits, dtype=torch.bool)
+        for i, row in enumerate(self.rows):
+            if row.sampling.choices:
+                banned[i] = True
+                banned[i, choice_next_tokens(row.sampling.choices, row.tokens)] = False
+        return logits.masked_fill(banned, float("-inf"))
+
     def _check_finish(self, row: Row, context: int) -> None:
         token = row.tokens[-1]
-        if token in row.stop_ids:
+        if row.sampling.choices:
+            # Only a complete choice ends a constrained row early: no stop id or string cuts it.
+            if tuple(row.tokens) in row.sampling.choices:
+                row.finish, row.stop = "stop", token
+        elif token in row.stop_ids:
             row.finish, row.stop = "stop", token
         elif row.sampling.stop and (matched := self._stop_string(row)) is not None:
             row.finish, row.stop = "stop", matched
-        elif len(row.tokens) >= row.sampling.max_tokens or (
-            self.max_positions is not None and context >= self.max_positions
+        if row.finish is None and (
+            len(row.tokens) >= row.sampling.max_tokens
+            or (self.max_positions is not None and context >= self.max_positions)
         ):
             row.finish = "length"
 

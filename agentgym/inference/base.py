@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentgym.core.errors import ConfigError, Error
@@ -67,12 +68,23 @@ class SamplingParams:
     """Seeds this request's own random generator: same seed, same prompt, same tokens."""
     ignore_eos: bool = False
     """Keep sampling past EOS (benchmarks); ``stop_token_ids`` still apply."""
+    choices: tuple[tuple[int, ...], ...] = ()
+    """Constrained decoding: the completion is exactly one of these token-id sequences.
+
+    At each step the tokens that continue no choice (``choice_next_tokens``) get -inf logits
+    before temperature / top-k / top-p, and the reported logprobs are those of the resulting
+    renormalised distribution; a token that is the only one allowed is still emitted, with
+    logprob 0.0. The completion ends ("stop", ``Completion.stop`` = its last id) when it equals
+    a choice, and only then: stop strings, stop ids and EOS inside a choice do not cut it short.
+    End a choice with the EOS / end-of-turn id if the turn should end there. Applied by
+    ``HFEngine`` only; empty = unconstrained."""
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+        object.__setattr__(self, "choices", _as_choices(self.choices))
         _check(
             self.temperature >= 0 and math.isfinite(self.temperature),
             "temperature",
@@ -111,6 +123,38 @@ class SamplingParams:
             "must be token ids >= 0",
             "pass ids from the tokenizer",
         )
+        if self.choices:
+            self._check_choices()
+
+    def _check_choices(self) -> None:
+        for choice in self.choices:
+            _check(bool(choice), "choices", choice, "must be non-empty", "drop the empty choice")
+            _check(
+                all(t >= 0 for t in choice),
+                "choices",
+                choice,
+                "must be token ids >= 0",
+                "pass ids from the tokenizer",
+            )
+        # Sorted, a choice that is a prefix of others (or equal to one) comes right before one.
+        ordered = sorted(self.choices)
+        for first, second in pairwise(ordered):
+            _check(first != second, "choices", first, "appears twice", "list each choice once")
+            _check(
+                second[: len(first)] != first,
+                "choices",
+                (first, second),
+                "must be prefix-free (no choice is a proper prefix of another)",
+                "end each choice with the EOS id",
+            )
+        longest = max(len(choice) for choice in self.choices)
+        _check(
+            self.max_tokens >= longest,
+            "max_tokens",
+            self.max_tokens,
+            f"must be >= the longest choice ({longest} tokens)",
+            f"raise max_tokens to {longest}",
+        )
 
     @property
     def greedy(self) -> bool:
@@ -125,6 +169,30 @@ class SamplingParams:
 def _check(ok: bool, name: str, value: object, rule: str, fix: str) -> None:
     if not ok:
         raise ConfigError(name, value, rule, fix)
+
+
+def _as_choices(choices: Any) -> tuple[tuple[int, ...], ...]:
+    """``choices`` as a tuple of tuples of ints (lists and numpy / torch ints accepted)."""
+    try:
+        return tuple(tuple(int(t) for t in choice) for choice in choices)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            "choices",
+            choices,
+            "must be a sequence of token-id sequences",
+            "pass e.g. [[12, 7, eos_id], [12, 9, eos_id]]",
+        ) from None
+
+
+def reject_choices(sampling: SamplingParams, engine: str) -> None:
+    """Raise ``ConfigError`` for an engine that cannot constrain decoding to ``choices``."""
+    if sampling.choices:
+        raise ConfigError(
+            "choices",
+            sampling.choices,
+            f"are applied by HFEngine only, not {engine}",
+            "collect with HFEngine, or leave choices empty",
+        )
 
 
 @dataclass

@@ -128,6 +128,7 @@ class HFEngine:
             raise EngineClosedError("HFEngine.generate() after close(). Fix: make a new engine.")
         sampling = sampling or SamplingParams()
         prompt = self._check_prompt(prompt_token_ids)
+        self._check_choices(sampling)
         max_positions = self._batch.max_positions
         if max_positions is not None and len(prompt) >= max_positions:
             return Completion(
@@ -293,6 +294,17 @@ class HFEngine:
                 "tokenize with this model's tokenizer",
             )
         return prompt
+
+    def _check_choices(self, sampling: SamplingParams) -> None:
+        # An id outside the vocabulary would fail the whole batch's step, not just this request.
+        bad = sorted({t for choice in sampling.choices for t in choice if t >= self.vocab_size})
+        if bad:
+            raise ConfigError(
+                "choices",
+                bad[:5],
+                f"hold ids outside the vocabulary [0, {self.vocab_size})",
+                "tokenize the choices with this model's tokenizer",
+            )
 
     def _load(self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]) -> None:
         if self._prefixes is not None:

@@ -22,7 +22,13 @@ import httpx
 from agentgym.core.errors import ConfigError, InfraError
 from agentgym.core.types import Message
 from agentgym.inference._http import HTTPStatusError, JSONClient
-from agentgym.inference.base import Completion, EngineClosedError, LogprobMode, SamplingParams
+from agentgym.inference.base import (
+    Completion,
+    EngineClosedError,
+    LogprobMode,
+    SamplingParams,
+    reject_choices,
+)
 
 __all__ = ["OpenAIEngine", "openai_sampling"]
 
@@ -99,6 +105,7 @@ class OpenAIEngine:
     ) -> Completion:
         """Complete token ids through ``/v1/completions``; see the module docstring."""
         self._check_open()
+        reject_choices(sampling, "OpenAIEngine")
         body = {
             "model": self.model,
             "prompt": [int(t) for t in prompt_token_ids],
@@ -128,6 +135,7 @@ class OpenAIEngine:
     ) -> Completion:
         """Complete a conversation through ``/v1/chat/completions``; never trainable."""
         self._check_open()
+        reject_choices(sampling, "OpenAIEngine")
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in messages],

@@ -11,13 +11,32 @@ engine's numbers (to float rounding)::
 Order of operations (as in transformers and vLLM): divide by the temperature, keep the top-k
 tokens, then keep the smallest most-likely set whose probability reaches top_p (a token is kept
 when the mass of the tokens ranked above it is below top_p), renormalise.
+
+With ``SamplingParams.choices`` the engine first sets the logits of every token outside
+``choice_next_tokens(choices, completion_ids[:t])`` to -inf at step ``t``; a trainer rebuilds
+the same mask from the same choices before calling ``sampling_logprobs``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
-__all__ = ["sample_rows", "sampling_logprobs"]
+__all__ = ["choice_next_tokens", "sample_rows", "sampling_logprobs"]
+
+
+def choice_next_tokens(choices: Sequence[Sequence[int]], prefix: Sequence[int]) -> list[int]:
+    """The token ids that may follow ``prefix`` under choice-constrained decoding.
+
+    Sorted distinct ``c[len(prefix)]`` over every choice ``c`` that starts with ``prefix`` and is
+    longer than it; ``[]`` when no choice continues ``prefix`` (it is a complete choice, or on
+    no choice's path). A pure function of its arguments, so the engine that samples and a trainer
+    that recomputes log-probabilities build the same masks.
+    """
+    n = len(prefix)
+    head = tuple(prefix)
+    return sorted({int(c[n]) for c in choices if len(c) > n and tuple(c[:n]) == head})
 
 
 def sampling_logprobs(

@@ -32,7 +32,12 @@ import httpx
 
 from agentgym.core.errors import ConfigError, InfraError
 from agentgym.inference._http import HTTPStatusError, JSONClient
-from agentgym.inference.base import Completion, EngineClosedError, SamplingParams
+from agentgym.inference.base import (
+    Completion,
+    EngineClosedError,
+    SamplingParams,
+    reject_choices,
+)
 
 __all__ = ["SGLangEngine", "sglang_sampling"]
 
@@ -174,6 +179,7 @@ class SGLangEngine:
     ) -> Completion:
         if self._closed:
             raise EngineClosedError("SGLangEngine used after close(). Fix: make a new engine.")
+        reject_choices(sampling, "SGLangEngine")
         await self.start()
         await self._open.wait()  # closed while weights are updated
         self._in_flight += 1

@@ -66,6 +66,7 @@ async def acollect(
     max_turns: int | None = None,
     max_context_tokens: int | None = None,
     history_turns: int | None = None,
+    action_choices: bool = False,
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
@@ -96,6 +97,12 @@ async def acollect(
             for long episodes or small models. The episode's ``token_ids`` are then the
             turns' contexts one after another (``Episode.context_starts``); earlier turns'
             sampled ids are reused as sampled, never re-tokenized.
+        action_choices: constrained decoding: on a turn whose env offers
+            ``info["action_choices"]`` (a list of action texts), the model samples only among
+            them (``SamplingParams.choices``: each text's ids and the end-of-turn token), so it
+            cannot write an invalid action. The turn's choices are kept in
+            ``Episode.turn_choices`` for the trainer; tokens that were the only one allowed get
+            loss mask 0. Needs an engine that applies choices (``HFEngine``).
         num_envs: sub-envs for an env id; default ``min(num_episodes, 64)`` (whole groups).
         env_kwargs: keyword arguments of the env, for an env id.
         sampling_seed: makes sampling reproducible: each request gets its own seed, derived from
@@ -116,6 +123,7 @@ async def acollect(
         max_context_tokens=max_context_tokens,
         sampling={**sampling, "seed": sampling_seed},
         history_turns=history_turns,
+        action_choices=action_choices,
     )
     venv, owned = resolve_env(env, num_episodes, group_size, num_envs, env_kwargs)
     collector = Collector(engine, venv, ChatRenderer(tokenizer), plan)
@@ -153,6 +161,7 @@ def collect(
     max_turns: int | None = None,
     max_context_tokens: int | None = None,
     history_turns: int | None = None,
+    action_choices: bool = False,
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
@@ -170,6 +179,7 @@ def collect(
             max_turns=max_turns,
             max_context_tokens=max_context_tokens,
             history_turns=history_turns,
+            action_choices=action_choices,
             num_envs=num_envs,
             env_kwargs=env_kwargs,
             sampling_seed=sampling_seed,

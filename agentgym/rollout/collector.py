@@ -55,6 +55,8 @@ class Collector:
         self.launched = 0  # groups started so far
         self.generating: dict[asyncio.Task[Completion], int] = {}  # engine call -> env index
         self.receiving: asyncio.Task[Transition] | None = None
+        self.choices: dict[int, tuple[tuple[int, ...], ...]] = {}  # env index -> its turn's
+        self._choice_ids: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}
 
     async def episodes(self) -> AsyncGenerator[Episode, None]:
         """Each episode as it finishes. Exceptions from the engine propagate, with context."""
@@ -201,12 +203,23 @@ class Collector:
                 builder.truncate("context_length")
                 return self._finish(builder)
             max_tokens = min(max_tokens, room)
+        choices = self._turn_choices(builder)
+        if choices:
+            longest = max(map(len, choices))
+            if limit is not None and longest > room:
+                builder.truncate("context_length")
+                return self._finish(builder)
+            max_tokens = max(max_tokens, longest)
         if new_context:
             builder.start_context(prompt_ids)
         else:
             builder.append_prompt(prompt_ids)
+        self.choices[builder.index] = choices
         sampling = dataclasses.replace(
-            self.plan.sampling, max_tokens=max_tokens, seed=self._request_seed(builder)
+            self.plan.sampling,
+            max_tokens=max_tokens,
+            seed=self._request_seed(builder),
+            choices=choices,
         )
         task = asyncio.ensure_future(self._generate(builder, sampling))
         self.generating[task] = builder.index
@@ -233,10 +246,40 @@ class Collector:
             text = str(
                 self.renderer.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
             )
-        builder.append_completion(completion, text)
+        choices = self.choices.pop(index, ())
+        builder.append_completion(completion, text, choices if self.plan.action_choices else None)
         self.completions[index] = completion
         self.submitted[index] = time.perf_counter()
         self.venv.submit_step(index, text)
+
+    def _turn_choices(self, builder: EpisodeBuilder) -> tuple[tuple[int, ...], ...]:
+        """The token ids of the actions the env offers for the next turn
+        (``info["action_choices"]`` of its reset or last step), with the plan's
+        ``action_choices``; ``()``: sample freely."""
+        if not self.plan.action_choices:
+            return ()
+        episode = builder.episode
+        info = episode.turns[-1].info if episode.turns else episode.reset_info
+        texts = info.get("action_choices")
+        if texts is None:
+            return ()
+        if (
+            isinstance(texts, str)
+            or not isinstance(texts, list | tuple)
+            or not texts
+            or not all(isinstance(t, str) and t for t in texts)
+        ):
+            raise Error(
+                f"env {builder.index} ({self.env_id}) offered info['action_choices'] = "
+                f"{texts!r}; it must be a non-empty list of non-empty action texts. Fix the "
+                "env, or collect without action_choices"
+            )
+        key = tuple(texts)
+        if key not in self._choice_ids:
+            self._choice_ids[key] = tuple(
+                tuple(self.renderer.reply_ids(t)) for t in dict.fromkeys(key)
+            )
+        return self._choice_ids[key]
 
     def _request_seed(self, builder: EpisodeBuilder) -> int | None:
         """A distinct, reproducible seed per request from ``sampling_seed`` (one seed for every

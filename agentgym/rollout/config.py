@@ -43,6 +43,9 @@ class RolloutPlan:
     history_turns: int | None = None
     """None: the model sees the whole conversation; k: the system messages, the observation
     k turns back and the turns since (0: only the latest observation)."""
+    action_choices: bool = False
+    """Constrained decoding: where the env offers ``info["action_choices"]``, the model samples
+    only among those actions (``SamplingParams.choices``)."""
 
     @property
     def num_groups(self) -> int:
@@ -58,6 +61,7 @@ def make_plan(
     max_context_tokens: int | None,
     sampling: Mapping[str, Any],
     history_turns: int | None = None,
+    action_choices: bool = False,
 ) -> RolloutPlan:
     _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
     _check_int("num_episodes", num_episodes, 1, "ask for at least one episode")
@@ -87,6 +91,7 @@ def make_plan(
         max_turns=max_turns,
         max_context_tokens=max_context_tokens,
         history_turns=history_turns,
+        action_choices=_check_bool("action_choices", action_choices),
     )
 
 
@@ -167,6 +172,12 @@ def default_context(engine: object, tokenizer: Any) -> int | None:
 def _check_int(name: str, value: object, least: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
         raise ConfigError(name, value, f"must be an int >= {least}", fix)
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "must be a bool", "pass True or False")
+    return value
 
 
 def _fresh_seed() -> int:

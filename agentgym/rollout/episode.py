@@ -8,6 +8,7 @@ from typing import Any
 from agentgym.core.errors import Error
 from agentgym.core.types import Episode, Message, Observation, Turn, assistant
 from agentgym.inference.base import Completion
+from agentgym.inference.sampling import choice_next_tokens
 
 __all__ = ["EpisodeBuilder"]
 
@@ -85,8 +86,18 @@ class EpisodeBuilder:
         episode.loss_mask.extend([0] * len(ids))
         episode.logprobs.extend([0.0] * len(ids))
 
-    def append_completion(self, completion: Completion, action_text: str) -> Message:
-        """Append the sampled ids and the assistant message; returns that message."""
+    def append_completion(
+        self,
+        completion: Completion,
+        action_text: str,
+        choices: tuple[tuple[int, ...], ...] | None = None,
+    ) -> Message:
+        """Append the sampled ids and the assistant message; returns that message.
+
+        ``choices``: the turn was sampled under constrained decoding among these token-id
+        sequences (``()``: freely, in an episode whose other turns may be constrained); a token
+        that was the only one allowed gets ``loss_mask`` 0 (it was forced, not sampled).
+        ``None``: the episode is not constrained."""
         ids, logprobs = completion.token_ids, completion.logprobs
         if completion.finish_reason == "abort" or not ids or len(logprobs) != len(ids):
             raise Error(
@@ -99,9 +110,11 @@ class EpisodeBuilder:
         episode = self.episode
         start = len(episode.token_ids)
         episode.token_ids.extend(int(t) for t in ids)
-        episode.loss_mask.extend([1] * len(ids))
+        episode.loss_mask.extend(_sampled(ids, choices))
         episode.logprobs.extend(float(x) for x in logprobs)
         episode.turn_spans.append((start, len(episode.token_ids)))
+        if choices is not None:
+            episode.turn_choices.append(choices)
         if not completion.trainable:
             episode.trainable = False
         self.turn_started = len(episode.messages)
@@ -157,3 +170,11 @@ class EpisodeBuilder:
             metrics["success"] = float(bool(last_info["success"]))
         episode.metrics = metrics
         return episode
+
+
+def _sampled(ids: list[int], choices: tuple[tuple[int, ...], ...] | None) -> list[int]:
+    """The loss mask of a completion: 1 on each token that was drawn from a distribution, 0 on
+    a token that constrained decoding forced (the only continuation of the choices)."""
+    if not choices:
+        return [1] * len(ids)
+    return [int(len(choice_next_tokens(choices, ids[:k])) > 1) for k in range(len(ids))]

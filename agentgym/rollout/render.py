@@ -47,6 +47,32 @@ class ChatRenderer:
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
+        self._end_of_turn: int | None = None
+
+    def reply_ids(self, text: str) -> list[int]:
+        """The ids of the assistant reply ``text`` that ends the turn, as constrained decoding
+        makes the model sample them: ``text`` tokenized alone (a generation prompt ends at a
+        token boundary), then the template's end-of-turn token (the first token of what it
+        writes after a reply, ``<|im_end|>``)."""
+        if self._end_of_turn is None:
+            self._end_of_turn = self._find_end_of_turn()
+        return [*self.encode(text), self._end_of_turn]
+
+    def _find_end_of_turn(self) -> int:
+        probe = [{"role": "user", "content": "hi"}, assistant(PLACEHOLDER)]
+        text = self._render(probe, None, generation_prompt=False)
+        at = text.rfind(PLACEHOLDER)
+        close = self.encode(text[at + len(PLACEHOLDER) :]) if at >= 0 else []
+        if close:
+            return close[0]
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        if eos is None:
+            raise TemplateError(
+                "the chat template writes nothing after an assistant reply and the tokenizer "
+                "has no eos_token_id, so a constrained reply cannot end its turn. Fix: set the "
+                "tokenizer's eos_token_id, or collect without action_choices."
+            )
+        return int(eos)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of template text (the template writes every special marker itself)."""

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
+from agentgym.inference.sampling import choice_next_tokens
 from agentgym.trainers.algorithms import collate_episodes, overlong_penalty
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Sample",
     "TrainBatch",
     "admit",
+    "allowed_tokens",
     "plan_micro_batches",
     "shape_rewards",
     "split_minibatches",
@@ -132,11 +134,20 @@ class TrainBatch:
     old_logprobs: Tensor | None = None
     ref_logprobs: Tensor | None = None
     old_values: Tensor | None = None
+    allowed: Tensor | None = None
+    """``[B, T, K]``: the ids each constrained token was sampled among (-1 padded; a row of
+    -1 is unconstrained); None when no episode was constrained (``Episode.turn_choices``)."""
 
     @classmethod
     def collate(cls, episodes: Sequence[Episode], pad_token_id: int) -> TrainBatch:
         tokens = collate_episodes(episodes, pad_token_id=pad_token_id)
-        return cls(tokens.token_ids, tokens.attention_mask, tokens.loss_mask, tokens.logprobs)
+        return cls(
+            tokens.token_ids,
+            tokens.attention_mask,
+            tokens.loss_mask,
+            tokens.logprobs,
+            allowed=allowed_tokens(episodes, tokens.token_ids.shape[1]),
+        )
 
     @property
     def lengths(self) -> list[int]:
@@ -158,6 +169,51 @@ class TrainBatch:
         if dummy:
             fields["loss_mask"] = torch.zeros_like(fields["loss_mask"])
         return TrainBatch(**fields)
+
+
+def allowed_tokens(episodes: Sequence[Episode], length: int) -> Tensor | None:
+    """``TrainBatch.allowed`` of ``episodes`` padded to ``length``: for each sampled token of a
+    constrained turn, the ids its turn's choices allowed there (what the engine masked to)."""
+    found: dict[tuple[int, int], list[int]] = {}
+    for i, episode in enumerate(episodes):
+        if not episode.turn_choices:
+            continue
+        if len(episode.turn_choices) != len(episode.turn_spans):
+            raise ConfigError(
+                f"episodes[{i}].turn_choices",
+                f"{len(episode.turn_choices)} entries",
+                f"must hold one entry per turn span ({len(episode.turn_spans)})",
+                "build constrained episodes with the rollout collector (action_choices)",
+            )
+        for (start, end), choices in zip(episode.turn_spans, episode.turn_choices, strict=True):
+            if choices:
+                found.update(_turn_allowed(i, episode, start, end, choices))
+    if not found:
+        return None
+    width = max(len(ids) for ids in found.values())
+    allowed = torch.full((len(episodes), length, width), -1, dtype=torch.long)
+    for (i, position), ids in found.items():
+        allowed[i, position, : len(ids)] = torch.tensor(ids)
+    return allowed
+
+
+def _turn_allowed(
+    index: int, episode: Episode, start: int, end: int, choices: Sequence[Sequence[int]]
+) -> dict[tuple[int, int], list[int]]:
+    found = {}
+    for position in range(start, end):
+        if not episode.loss_mask[position]:
+            continue
+        ids = choice_next_tokens(choices, episode.token_ids[start:position])
+        if episode.token_ids[position] not in ids:
+            raise ConfigError(
+                f"episodes[{index}].token_ids[{position}]",
+                episode.token_ids[position],
+                f"is not a continuation its turn's choices allow ({ids})",
+                "keep turn_choices as the collector recorded them",
+            )
+        found[index, position] = ids
+    return found
 
 
 def split_minibatches(rows: int, count: int) -> list[list[int]]:

@@ -64,6 +64,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--algo", choices=["grpo", "ppo", "dapo"], help="algorithm (default grpo)")
     add("--backend", choices=["torch", "deepspeed"], help="training backend (default torch)")
     add("--model", help="a local model directory (default: the tiny policy)")
+    add(
+        "--init",
+        choices=["format", "random"],
+        help="without --model: the tiny policy's weights, as shipped (format: pre-trained on "
+        "output formats only) or initialised from --seed (default: the env's; FrozenLake: random)",
+    )
     add("--steps", type=int, help="training updates (default: the env's training default)")
     add("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     add("--seed", type=int, help="seed of sampling, task order and evaluation (default 0)")
@@ -79,6 +85,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K|all",
         help="the policy's context: the latest observation and K turns before it, or all "
         "(default: the env's training default)",
+    )
+    add(
+        "--action-choices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="sample only among the env's info['action_choices'] (constrained decoding), in "
+        "training and evaluation (default: the env's training default; FrozenLake: on)",
     )
     add(
         "--set",
@@ -174,6 +187,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="the policy's context: the latest observation and K turns before it, or all "
         "(default: as the run that trained --model, else all)",
     )
+    add(
+        "--action-choices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="sample only among the env's info['action_choices'] (default: as the run that "
+        "trained --model, else off)",
+    )
     add("--json", action="store_true", help="print a JSON object instead of text")
 
 
@@ -227,6 +247,9 @@ def run_eval(args: argparse.Namespace) -> int:
             history = trained.get("history_turns")
         else:
             history = history_window(args.history_turns)
+        choices = args.action_choices
+        if choices is None:
+            choices = bool(trained.get("action_choices", False))
         model, tokenizer = models.load(_model_dir(args.model))
         engine = HFEngine(model, tokenizer, seed=args.seed)
         env_kwargs = {**_trained_env_kwargs(trained, args.env), **_kwargs(args.env_kwargs)}
@@ -239,6 +262,7 @@ def run_eval(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             env_kwargs=env_kwargs,
             history_turns=history,
+            action_choices=choices,
         )
         run_sync(engine.close())
     except ConfigError as error:
@@ -249,6 +273,7 @@ def run_eval(args: argparse.Namespace) -> int:
             "env": args.env,
             "model": args.model,
             "history_turns": history,
+            "action_choices": choices,
             "env_kwargs": env_kwargs,
         }
         print(json.dumps({**report, **result.to_dict()}, indent=2))

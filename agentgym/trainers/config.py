@@ -275,6 +275,10 @@ class AlgorithmConfig(TrainerConfig):
     """KL estimator: k1, k2 or k3 (Schulman's approximations)."""
     kl_placement: KLPlacement = KLPlacement.LOSS
     """Where the KL penalty goes: loss (β·KL added to the loss) or reward (−β·KL per token)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus: subtract this times the policy's entropy at the sampled tokens
+    (aggregated like the policy loss) from the loss, against early collapse onto one answer;
+    0 turns it off."""
     tis_cap: float | None = None
     """Truncated importance sampling: weight each token by min(π_old / π_sampler, C) with this
     C when the engine's logprobs differ from the trainer's (e.g. SGLang); None: off."""
@@ -288,6 +292,7 @@ class AlgorithmConfig(TrainerConfig):
         "dual_clip": "> 1",
         "norm_length": ">= 1",
         "kl_beta": ">= 0",
+        "entropy_coef": ">= 0",
         "tis_cap": ">= 1",
     }
 

@@ -57,10 +57,10 @@ class ContextLayout:
         """The model rows of episodes ``episodes``, in order."""
         return [row for i in episodes for row in self.episode_rows[i]]
 
-    def unpack(self, values: Tensor, *, fill: float | int = 0) -> Tensor:  # [E, T] -> [R, W]
-        out = torch.full(
-            (len(self.pieces), self.width), fill, dtype=values.dtype, device=values.device
-        )
+    def unpack(self, values: Tensor, *, fill: float | int = 0) -> Tensor:
+        """Episode rows ``[E, T, ...]`` cut into context rows ``[R, W, ...]``."""
+        shape = (len(self.pieces), self.width, *values.shape[2:])
+        out = torch.full(shape, fill, dtype=values.dtype, device=values.device)
         for row, (i, start, end) in enumerate(self.pieces):
             out[row, : end - start] = values[i, start:end]
         return out
@@ -81,7 +81,7 @@ class ContextLayout:
             elif f.name == "attention_mask":
                 fields[f.name] = self._attention()
             else:
-                fill = pad_token_id if f.name == "token_ids" else 0
+                fill = {"token_ids": pad_token_id, "allowed": -1}.get(f.name, 0)
                 fields[f.name] = self.unpack(value, fill=fill)
         return batch.replace(**fields)
 

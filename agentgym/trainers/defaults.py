@@ -24,6 +24,12 @@ class TrainingDefaults:
     history_turns: int | None = None
     """The policy's history window (see ``agentgym.rollout.acollect``); None: the whole
     conversation."""
+    action_choices: bool = False
+    """Constrained decoding among the env's ``info["action_choices"]``
+    (``agentgym.rollout.acollect``)."""
+    init: str = "format"
+    """The tiny policy's starting weights when no model is given: ``format`` (the shipped
+    format-only weights) or ``random`` (initialised from the run's seed)."""
 
 
 _FROZENLAKE_COMMON: dict[str, Any] = {
@@ -59,6 +65,8 @@ _FROZENLAKE_RUN: dict[str, Any] = {
     "max_turns": None,
     "micro_batch_tokens": 8192,
     "history_turns": 0,
+    "action_choices": True,
+    "init": "random",
 }
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are

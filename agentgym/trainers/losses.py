@@ -19,6 +19,7 @@ from agentgym.trainers.algorithms import (
     AdvantageEstimator,
     Aggregation,
     KLPlacement,
+    aggregate,
     broadcast_to_tokens,
     clipped_policy_loss,
     clipped_value_loss,
@@ -236,7 +237,17 @@ def micro_batch_loss(
         stats[name] = getattr(policy, name) * tokens
     stats["approx_kl"] = policy.approx_kl * tokens
     if out.entropy is not None:
-        stats["entropy"] = masked_sum(out.entropy, mask)
+        stats["entropy"] = masked_sum(out.entropy.detach(), mask)
+    if config.entropy_coef > 0:
+        bonus = aggregate(
+            _need(out.entropy, "entropy"),
+            mask,
+            config.aggregation,
+            max_length=config.aggregation_length,
+            normalizer=normalizer,
+        )
+        loss = loss - config.entropy_coef * bonus
+        stats["entropy_loss"] = -config.entropy_coef * bonus.detach()
     if micro.ref_logprobs is not None:
         kl = kl_estimate(out.logprobs.detach(), micro.ref_logprobs, config.kl_estimator)
         stats["kl"] = masked_sum(kl, mask)

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from agentgym.trainers.prefix_sharing import find_shared_prefixes, shared_prefix_hidden
 
-__all__ = ["PolicyModule", "PolicyOutput", "ValueModel", "token_logprobs"]
+__all__ = ["PolicyModule", "PolicyOutput", "ValueModel", "restrict_logits", "token_logprobs"]
 
 
 class PolicyOutput(NamedTuple):
@@ -33,28 +33,53 @@ def token_logprobs(
     *,
     with_entropy: bool = True,
     positions: Tensor | None = None,  # [B, T-1] bool: the next-token positions ``logits`` hold
+    allowed: Tensor | None = None,  # [B, T, K] ids token t was restricted to, -1 padded
+    entropy_grad: bool = False,
 ) -> tuple[Tensor, Tensor | None]:  # [B, T], [B, T] | None
     """``log softmax(logits / temperature)`` of each next token, and the entropy of that
     distribution: what the sampler drew from (before top-k / top-p).
 
     With ``positions``, ``logits`` hold only those next-token positions (``[N, V]``); the other
-    entries of the results are 0.
+    entries of the results are 0. With ``allowed`` (constrained decoding,
+    ``TrainBatch.allowed``), a token whose row of ``allowed`` holds ids is scored under the
+    softmax over those ids only, as the engine sampled it; a row of -1 means the whole
+    vocabulary. ``entropy_grad``: the entropy keeps its graph (an entropy bonus).
     """
     if positions is None:
         positions = torch.ones(token_ids[:, 1:].shape, dtype=torch.bool, device=token_ids.device)
         logits = logits[:, :-1][positions]  # [N, V]
     scaled = logits.float() if temperature == 1 else logits.float() / temperature  # x / 1 == x
+    if allowed is not None:
+        scaled = restrict_logits(scaled, allowed[:, 1:][positions])
     logp = torch.log_softmax(scaled, dim=-1)  # [N, V]
     targets = token_ids[:, 1:][positions]  # [N]
     picked = logits.new_zeros(positions.shape, dtype=logp.dtype)  # [B, T-1]
     picked[positions] = logp.gather(-1, targets[:, None]).squeeze(-1)
     entropy = None
     if with_entropy:
-        with torch.no_grad():
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = picked.new_zeros(positions.shape)
-            entropy[positions] = -(logp.exp() * logp).sum(-1)
+            # 0 · log 0 = 0 for the tokens a restriction left out (logp = -inf there)
+            entropy[positions] = -(logp.exp() * logp.masked_fill(logp.isinf(), 0.0)).sum(-1)
             entropy = _shift(entropy)
     return _shift(picked), entropy
+
+
+def restrict_logits(
+    scaled: Tensor,  # [N, V]
+    allowed: Tensor,  # [N, K] allowed ids, sorted, -1 padded; all -1: unrestricted
+) -> Tensor:  # [N, V]
+    """``scaled`` with -inf on every id a restricted row does not allow."""
+    keep = allowed >= 0
+    restricted = keep.any(-1)
+    if not bool(restricted.any()):
+        return scaled
+    # Padding points at the row's first id (or 0), so it only ever writes True again.
+    index = torch.where(keep, allowed, allowed[:, :1].clamp(min=0))
+    mask = torch.zeros(scaled.shape, dtype=torch.bool, device=scaled.device)
+    mask.scatter_(-1, index, True)
+    mask |= ~restricted[:, None]
+    return scaled.masked_fill(~mask, float("-inf"))
 
 
 def _selected_logits(
@@ -134,22 +159,23 @@ class PolicyModule(nn.Module):
         temperature: float = 1.0,
         with_entropy: bool = True,
         loss_mask: Tensor | None = None,  # [B, T]: only these tokens' logprobs are needed
+        allowed: Tensor | None = None,  # [B, T, K]: constrained tokens' allowed ids
+        entropy_grad: bool = False,
     ) -> PolicyOutput:
+        scoring = {"with_entropy": with_entropy, "allowed": allowed, "entropy_grad": entropy_grad}
         if loss_mask is not None and _plain_head(self.policy):
             positions = loss_mask[:, 1:].bool()  # [B, T-1]
             logits = self._shared_logits(input_ids, attention_mask, loss_mask, positions)
             if logits is None:
                 logits = _selected_logits(self.policy, input_ids, attention_mask, positions)
             logprobs, entropy = token_logprobs(
-                logits, input_ids, temperature, with_entropy=with_entropy, positions=positions
+                logits, input_ids, temperature, positions=positions, **scoring
             )
         else:
             logits = self.policy(
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False
             ).logits  # [B, T, V]
-            logprobs, entropy = token_logprobs(
-                logits, input_ids, temperature, with_entropy=with_entropy
-            )
+            logprobs, entropy = token_logprobs(logits, input_ids, temperature, **scoring)
         values = None if self.value is None else self.value(input_ids, attention_mask)
         return PolicyOutput(logprobs, entropy, values)
 

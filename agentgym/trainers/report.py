@@ -100,11 +100,13 @@ def evaluate(
     env_kwargs: Mapping[str, Any] | None = None,
     num_envs: int = 64,
     history_turns: int | None = None,
+    action_choices: bool = False,
 ) -> EvalResult:
     """Play ``episodes`` episodes (reset seeds ``seed``, ``seed + 1``, ...) and score them.
 
     ``temperature=0`` decodes greedily. Sampling is seeded from ``seed`` too. ``history_turns``
-    is the policy's history window (as it was trained; None: the whole conversation).
+    is the policy's history window (as it was trained; None: the whole conversation), and
+    ``action_choices`` whether it samples only among the env's offered actions (as trained).
     """
     from agentgym.rollout import collect
 
@@ -119,6 +121,7 @@ def evaluate(
         temperature=temperature,
         max_tokens=max_tokens,
         history_turns=history_turns,
+        action_choices=action_choices,
     )
     return EvalResult([(episode_map(e), succeeded(e), e.total_reward) for e in played])
 

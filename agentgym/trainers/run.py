@@ -62,6 +62,14 @@ class RunSpec:
     """The policy's history window, in training and evaluation: ``k`` (the system messages,
     the observation ``k`` turns back and the turns since; 0: the latest observation only) or
     ``"all"`` (the whole conversation). None: the env's training default."""
+    init: str | None = None
+    """Without ``model``: the tiny policy's starting weights, ``format`` (shipped, pre-trained
+    on output formats only) or ``random`` (initialised from ``seed``; with action choices the
+    policy needs no format). None: the env's training default."""
+    action_choices: bool | None = None
+    """Constrained decoding in training and evaluation: the policy samples only among the
+    env's ``info["action_choices"]`` (FrozenLake's four moves), so it never writes an invalid
+    action and RL learns only which action. None: the env's training default."""
     eval_episodes: int = 128
     eval_temperature: float = 1.0
     resume: bool = False
@@ -99,6 +107,8 @@ class RunSpec:
                 if self.history_turns is None
                 else history_window(self.history_turns)
             ),
+            "init": _init(self.init, defaults.init, self.model),
+            "action_choices": _flag("action_choices", self.action_choices, defaults.action_choices),
         }
         return config, run
 
@@ -107,6 +117,26 @@ class RunSpec:
             return Path(self.out)
         name = self.env.split("/")[-1]
         return Path("runs") / f"{name}-{self.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _init(value: str | None, default: str, model: str | None) -> str | None:
+    if value not in (None, "format", "random"):
+        raise ConfigError("init", value, "must be 'format' or 'random'", "pass --init random")
+    if model is not None:
+        if value is not None:
+            raise ConfigError(
+                "init", value, "applies to the tiny policy only", "drop --init with --model"
+            )
+        return None
+    return value or default
+
+
+def _flag(name: str, value: object, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "must be true or false", f"pass {name} = true")
+    return value
 
 
 def history_window(value: int | str) -> int | None:
@@ -173,7 +203,8 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
     from agentgym.inference import HFEngine
     from agentgym.trainers.trainer import make
 
-    model, tokenizer = models.load(spec.model)
+    seed = spec.seed if run["init"] == "random" else None
+    model, tokenizer = models.load(spec.model, seed=seed)
     engine = HFEngine(copy.deepcopy(model), tokenizer, seed=spec.seed)
     backend_options = {}
     if run["micro_batch_tokens"] is not None:
@@ -196,6 +227,7 @@ def _build(spec: RunSpec, config: dict[str, Any], run: dict[str, Any]) -> tuple[
         env_kwargs={**run["env_kwargs"], **run["train_env_kwargs"]},
         max_turns=run["max_turns"],
         history_turns=run["history_turns"],
+        action_choices=run["action_choices"],
         temperature=c.temperature,
         max_tokens=c.max_new_tokens,
     )
@@ -213,6 +245,7 @@ def _evaluate(spec: RunSpec, trainer: Any) -> EvalResult:
         max_tokens=trainer.config.max_new_tokens,
         env_kwargs=run["env_kwargs"],
         history_turns=run["history_turns"],
+        action_choices=run["action_choices"],
     )
 
 

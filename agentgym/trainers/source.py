@@ -37,6 +37,7 @@ class CollectorSource:
         env_kwargs: the env's constructor arguments (env ids only).
         max_turns: most turns per episode; None: the env's own limit.
         history_turns: the policy's history window; None: the whole conversation.
+        action_choices: constrained decoding among the env's ``info["action_choices"]``.
         sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
 
@@ -50,6 +51,7 @@ class CollectorSource:
         env_kwargs: Mapping[str, Any] | None = None,
         max_turns: int | None = None,
         history_turns: int | None = None,
+        action_choices: bool = False,
         **sampling: Any,
     ) -> None:
         self.engine, self.env = engine, env
@@ -57,6 +59,7 @@ class CollectorSource:
         self.env_kwargs = dict(env_kwargs or {})
         self.max_turns = max_turns
         self.history_turns = history_turns
+        self.action_choices = action_choices
         self.sampling = sampling
         self.position = 0
         """Groups collected so far: the next group plays reset seed ``seed + position``."""
@@ -72,6 +75,7 @@ class CollectorSource:
             group_size=self.group_size,
             max_turns=self.max_turns,
             history_turns=self.history_turns,
+            action_choices=self.action_choices,
             env_kwargs=self.env_kwargs if is_id else None,
             num_envs=num_groups * self.group_size if is_id else None,
             sampling_seed=self.seed * 1_000_003 + self.position,

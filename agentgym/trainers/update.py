@@ -69,6 +69,7 @@ def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
             "input_ids": micro.token_ids,
             "attention_mask": micro.attention_mask,
             "loss_mask": micro.loss_mask,
+            "allowed": micro.allowed,
         }
         found: dict[str, Tensor] = {}
         if need_old or need_values:
@@ -101,6 +102,8 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
             attention_mask=micro.attention_mask,
             temperature=config.temperature,
             loss_mask=micro.loss_mask,
+            allowed=micro.allowed,
+            entropy_grad=config.entropy_coef > 0,
         )
         loss, stats = micro_batch_loss(config, out, micro, normalizer)
         backend.backward(loss)

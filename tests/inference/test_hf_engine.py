@@ -392,3 +392,140 @@ def test_usable_from_sync_code_through_run_sync(tiny):
     )
     run_sync(engine.close())
     assert len(out.token_ids) == len(again.token_ids) == 2
+
+
+def _choice_logits(model, prompt, prefix):
+    """The model's logits ``[V]`` for the token after ``prompt + prefix`` (unbatched)."""
+    with torch.no_grad():
+        return model(torch.tensor([prompt + prefix])).logits[0, -1].float()
+
+
+def _four_choices(tok):
+    """Four choices sharing their first token, decided by the second, ending with EOS."""
+    first, seconds = 609, (274, 354, 467, 512)  # ordinary (non-special) tokens of the tiny vocab
+    return [(first, second, tok.eos_token_id) for second in seconds]
+
+
+def _generate_all(model, tok, requests, **engine_kwargs):
+    async def run():
+        engine = HFEngine(model, tok, **engine_kwargs)
+        try:
+            return await asyncio.gather(*(engine.generate(p, s) for p, s in requests))
+        finally:
+            await engine.close()
+
+    return asyncio.run(run())
+
+
+def test_choices_constrain_every_completion_with_renormalised_logprobs(tiny):
+    model, tok = tiny
+    prompt = tok.encode("You are at row 1, column 1.")
+    choices = _four_choices(tok)
+    assert len(choices) == 4
+    samplings = [
+        SamplingParams(temperature=t, seed=seed, choices=choices, max_tokens=3)
+        for t in (0.7, 1.3)
+        for seed in range(60)
+    ]
+    outs = _generate_all(model, tok, [(prompt, s) for s in samplings], max_batch_size=32)
+
+    deciding = torch.tensor(sorted({c[1] for c in choices}))
+    logits = _choice_logits(model, prompt, [choices[0][0]])[deciding]
+    for sampling, out in zip(samplings, outs, strict=True):
+        assert tuple(out.token_ids) in choices
+        assert out.finish_reason == "stop"
+        assert out.stop == tok.eos_token_id
+        assert out.logprobs[0] == 0.0  # forced: the only allowed first token
+        assert out.logprobs[2] == 0.0
+        expected = torch.log_softmax(logits / sampling.temperature, 0)
+        index = deciding.tolist().index(out.token_ids[1])
+        assert out.logprobs[1] == pytest.approx(expected[index].item(), abs=1e-5)
+    # Seeded draws follow the renormalised distribution (loose: 60 draws per temperature).
+    hot = torch.tensor([deciding.tolist().index(o.token_ids[1]) for o in outs[60:]])
+    freq = torch.bincount(hot, minlength=4).float() / 60
+    torch.testing.assert_close(freq, torch.softmax(logits / 1.3, 0), rtol=0, atol=0.15)
+    assert len({tuple(o.token_ids) for o in outs}) > 1
+
+
+def test_greedy_choice_is_the_best_allowed_deciding_token(tiny):
+    model, tok = tiny
+    prompts = [tok.encode(t) for t in ("Hello", "P F F\nF H G", "def add(x, y):")]
+    choices = _four_choices(tok)
+    greedy = SamplingParams(temperature=0, choices=choices, max_tokens=3)
+    outs = _generate_all(model, tok, [(p, greedy) for p in prompts])
+
+    deciding = [c[1] for c in choices]
+    for prompt, out in zip(prompts, outs, strict=True):
+        logits = _choice_logits(model, prompt, [choices[0][0]])[deciding]
+        best = deciding[int(logits.argmax())]
+        assert out.token_ids == [choices[0][0], best, tok.eos_token_id]
+        assert out.logprobs[1] == pytest.approx(logits.log_softmax(0).max().item(), abs=1e-5)
+        assert out.logprobs[0] == out.logprobs[2] == 0.0
+
+
+def test_top_k_applies_to_the_allowed_tokens_only(tiny):
+    model, tok = tiny
+    prompt = tok.encode("You are at row 1, column 1.")
+    choices = _four_choices(tok)
+    samplings = [
+        SamplingParams(temperature=1.0, top_k=2, seed=seed, choices=choices, max_tokens=3)
+        for seed in range(30)
+    ]
+    outs = _generate_all(model, tok, [(prompt, s) for s in samplings])
+
+    deciding = torch.tensor([c[1] for c in choices])
+    logits = _choice_logits(model, prompt, [choices[0][0]])[deciding]
+    top2 = logits.topk(2).indices
+    expected = dict(zip(deciding[top2].tolist(), logits[top2].log_softmax(0).tolist(), strict=True))
+    for out in outs:
+        assert out.token_ids[1] in expected  # the two best allowed, not the two best overall
+        assert out.logprobs[1] == pytest.approx(expected[out.token_ids[1]], abs=1e-5)
+
+
+def test_a_choice_runs_past_eos_inside_it_and_stops_at_its_end(tiny):
+    model, tok = tiny
+    only = (tok.eos_token_id, 17, 4)  # every token forced, EOS first
+    sampling = SamplingParams(temperature=1.0, seed=3, choices=[only], max_tokens=8)
+    (out,) = _generate_all(model, tok, [(tok.encode("hi"), sampling)])
+    assert out.token_ids == list(only)
+    assert out.logprobs == [0.0, 0.0, 0.0]
+    assert out.finish_reason == "stop"
+    assert out.stop == 4
+
+
+def test_a_row_without_choices_samples_freely_beside_a_constrained_row(tiny):
+    model, tok = tiny
+    prompt = tok.encode("P F F F\nF H F G")
+    free = [
+        SamplingParams(temperature=0, max_tokens=12, ignore_eos=True),
+        SamplingParams(temperature=1.0, seed=11, max_tokens=12, ignore_eos=True),
+    ]
+    constrained = SamplingParams(temperature=1.0, seed=2, choices=_four_choices(tok), max_tokens=3)
+    alone = _generate_all(model, tok, [(prompt, s) for s in free])
+    mixed = _generate_all(model, tok, [(prompt, constrained)] + [(prompt, s) for s in free])
+    assert tuple(mixed[0].token_ids) in constrained.choices
+    for by_itself, beside, sampling in zip(alone, mixed[1:], free, strict=True):
+        assert beside.token_ids == by_itself.token_ids
+        assert beside.finish_reason == "length"
+        torch.testing.assert_close(
+            torch.tensor(beside.logprobs),
+            teacher_forced(model, prompt, beside, sampling),
+            rtol=0,
+            atol=1e-4,
+        )
+
+
+def test_choices_outside_the_vocabulary_are_rejected(tiny):
+    model, tok = tiny
+    sampling = SamplingParams(choices=[[3, 10**6]], max_tokens=2)
+
+    async def run():
+        engine = HFEngine(model, tok)
+        try:
+            await engine.generate(tok.encode("hi"), sampling)
+        finally:
+            await engine.close()
+
+    with pytest.raises(ConfigError, match="vocabulary") as error:
+        asyncio.run(run())
+    assert error.value.name == "choices"

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
+import httpx
 import pytest
 import torch
 
 from agentgym.error import ConfigError
-from agentgym.inference import SamplingParams, sample_rows, sampling_logprobs
+from agentgym.inference import (
+    OpenAIEngine,
+    SamplingParams,
+    SGLangEngine,
+    choice_next_tokens,
+    sample_rows,
+    sampling_logprobs,
+)
 
 
 @pytest.mark.parametrize(
@@ -107,3 +116,89 @@ def test_sample_rows_frequencies_match_the_distribution_and_skip_tokens_without_
             counts[token] += 1
     assert counts[[0, 2, 5]].sum() == 0
     assert torch.allclose(counts / counts.sum(), probs, atol=0.03)
+
+
+CHOICES = [(5, 1, 9), (5, 2), (5, 1, 7, 2), (6,), (5, 1, 7, 3)]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [
+        ((), [5, 6]),
+        ((5,), [1, 2]),
+        ((5, 1), [7, 9]),
+        ((5, 1, 7), [2, 3]),  # shared by two choices, each id listed once
+        ((5, 2), []),  # a complete choice
+        ((6,), []),
+        ((5, 1, 9, 4), []),  # past a complete choice
+        ((4,), []),  # on no choice's path
+        ((5, 3), []),
+    ],
+)
+def test_choice_next_tokens_walks_the_choice_trie(prefix, expected):
+    assert choice_next_tokens(CHOICES, prefix) == expected
+    assert choice_next_tokens([list(c) for c in reversed(CHOICES)], list(prefix)) == expected
+
+
+def test_choice_next_tokens_without_choices_is_empty():
+    assert choice_next_tokens([], []) == []
+
+
+def test_choices_are_coerced_to_tuples_of_ints():
+    params = SamplingParams(choices=[[5, 1, 9], torch.tensor([5, 2]).tolist(), (6,)], max_tokens=3)
+    assert params.choices == ((5, 1, 9), (5, 2), (6,))
+    assert all(type(t) is int for choice in params.choices for t in choice)
+    assert SamplingParams().choices == ()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "value", "rule", "fix"),
+    [
+        ({"choices": [[3, 4], []]}, "choices=()", "non-empty", "drop the empty choice"),
+        ({"choices": [[3, -1]]}, "choices=(3, -1)", ">= 0", "ids from the tokenizer"),
+        ({"choices": [[3, 4], [8], [3, 4]]}, "choices=(3, 4)", "twice", "each choice once"),
+        (
+            {"choices": [[3, 4, 2], [3, 4]]},
+            "choices=((3, 4), (3, 4, 2))",
+            "prefix-free",
+            "end each choice with the EOS id",
+        ),
+        (
+            {"choices": [[3, 4, 2], [9]], "max_tokens": 2},
+            "max_tokens=2",
+            "longest choice (3 tokens)",
+            "raise max_tokens to 3",
+        ),
+        ({"choices": [1, 2]}, "choices=[1, 2]", "token-id sequences", "pass e.g."),
+    ],
+)
+def test_bad_choices_are_rejected_naming_the_value_and_the_fix(kwargs, value, rule, fix):
+    with pytest.raises(ConfigError) as error:
+        SamplingParams(**kwargs)
+    assert error.value.name == value.split("=")[0]
+    named, fix_part = str(error.value).split(". Fix: ")
+    assert named.startswith(f"{value}: ")
+    assert rule in named
+    assert fix in fix_part
+
+
+def test_engines_that_cannot_constrain_decoding_refuse_choices():
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"no request should be sent, got {request.url}")
+
+    transport = httpx.MockTransport(unreachable)
+    constrained = SamplingParams(choices=[[3, 4]])
+    engines = [
+        SGLangEngine("http://sglang:30000", transport=transport),
+        OpenAIEngine("http://fake/v1", "m", transport=transport),
+    ]
+
+    async def run():
+        for engine in engines:
+            with pytest.raises(ConfigError, match="HFEngine only") as error:
+                await engine.generate([1, 2], constrained)
+            assert error.value.name == "choices"
+        with pytest.raises(ConfigError, match="HFEngine only"):
+            await engines[1].chat([{"role": "user", "content": "hi"}], constrained)
+
+    asyncio.run(run())

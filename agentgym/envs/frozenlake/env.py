@@ -36,7 +36,7 @@ from agentgym.envs.frozenlake.text import (
 )
 from agentgym.envs.validate import integer, real
 
-__all__ = ["MOVE", "FrozenLakeEnv"]
+__all__ = ["MOVE", "MOVE_CHOICES", "FrozenLakeEnv"]
 
 
 def move(direction: Literal["left", "right", "up", "down"]) -> str:
@@ -51,6 +51,8 @@ def move(direction: Literal["left", "right", "up", "down"]) -> str:
 MOVE = Tool.from_function(move)
 
 _STEPS = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+MOVE_CHOICES = tuple(f"```{d}```" for d in DIRECTIONS)
+"""The text moves, offered as ``info["action_choices"]``."""
 
 
 @dataclass
@@ -147,8 +149,11 @@ class FrozenLakeEnv(AgentEnv):
     Step info keys: ``success``, ``invalid_action``, ``reward_components``, ``position``
     (0-based row and column), ``turn``, ``task_id``, ``state`` (the map and the square, e.g.
     ``"SFF/FHF/FFG@0,1"``: equal states, equal futures; trainers' step credit groups turns by
-    it), and ``truncation_reason`` when truncated. Reset info keys: ``tools``, ``task_id``
-    (``None`` for a given map), ``map``, ``size``, ``max_turns``, ``state``.
+    it), ``action_choices`` and ``truncation_reason`` when truncated. Reset info keys:
+    ``tools``, ``task_id`` (``None`` for a given map), ``map``, ``size``, ``max_turns``,
+    ``state``, ``action_choices``. ``action_choices`` are the four text moves
+    (```` ```left``` ```` ...): every valid action, for constrained decoding (the collector's
+    ``action_choices``).
 
     Version history:
         v0: first version.
@@ -213,6 +218,7 @@ class FrozenLakeEnv(AgentEnv):
             "size": len(rows),
             "max_turns": max_turns,
             "state": _state(episode),
+            "action_choices": list(MOVE_CHOICES),
         }
         return observation, info
 
@@ -333,6 +339,7 @@ class FrozenLakeEnv(AgentEnv):
             "turn": episode.turns,
             "task_id": episode.task_id,
             "state": _state(episode),
+            "action_choices": list(MOVE_CHOICES),
         }
         if truncated:
             info["truncation_reason"] = "max_turns"
