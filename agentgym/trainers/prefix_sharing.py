@@ -42,7 +42,9 @@ def find_shared_prefixes(
     """The distinct prefixes of the rows, or None when sharing them saves too little.
 
     A row's prefix is its tokens before ``f - 1``, ``f`` its first sampled token: the logits that
-    predict token ``f`` come from position ``f - 1``, which must be in the suffix pass.
+    predict token ``f`` come from position ``f - 1``, which must be in the suffix pass. When the
+    rows' prompts differ but all begin alike (turns of a history window: the same system prompt,
+    different boards), the one prefix they have in common is shared instead, if that saves more.
     """
     lengths = attention_mask.sum(-1).tolist()
     sampled = loss_mask.bool()
@@ -51,9 +53,12 @@ def find_shared_prefixes(
     rows = input_ids.tolist()
     index: dict[tuple[int, ...], int] = {}
     owner = [index.setdefault(tuple(row[:c]), len(index)) for row, c in zip(rows, cut, strict=True)]
+    common = _common_length(input_ids, min(cut))
+    if _cost(lengths, [common] * len(rows), 1) < _cost(lengths, cut, len(index)):
+        index = {tuple(rows[0][:common]): 0}
+        owner, cut = [0] * len(rows), [common] * len(rows)
     width = max(cut)
-    suffix = max(n - c for n, c in zip(lengths, cut, strict=True))
-    shared_tokens = len(index) * width + len(rows) * suffix
+    shared_tokens = _cost(lengths, cut, len(index))
     if width == 0 or shared_tokens > (1 - MIN_SAVING) * len(rows) * input_ids.shape[1]:
         return None
     ids = input_ids.new_zeros(len(index), width)
@@ -66,6 +71,20 @@ def find_shared_prefixes(
     return SharedPrefixes(
         ids, mask, torch.tensor(owner, device=device), torch.tensor(cut, device=device)
     )
+
+
+def _cost(lengths: list[int], cut: list[int], prefixes: int) -> int:
+    """Padded tokens of the two passes: the prefixes, then every row from its cut."""
+    suffix = max(n - c for n, c in zip(lengths, cut, strict=True))
+    return prefixes * max(cut) + len(lengths) * suffix
+
+
+def _common_length(input_ids: Tensor, most: int) -> int:
+    """How many leading tokens every row has in common, at most ``most``."""
+    if most <= 0:
+        return 0
+    same = (input_ids[:, :most] == input_ids[:1, :most]).all(0)  # [most]
+    return int(same.int().cumprod(0).sum())
 
 
 def shared_prefix_hidden(

@@ -49,6 +49,54 @@ def test_groups_share_their_prompt_and_distinct_prompts_do_not():
     assert find_shared_prefixes(*alone) is None
 
 
+def common_head_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows with a long common head (a system prompt), then each its own prompt and turn."""
+    gen = torch.Generator().manual_seed(seed)
+    head = torch.randint(3, 1000, (40,), generator=gen).tolist()
+    ids, attention, mask = grouped_batch([5, 7, 6, 9, 5, 8], group_size=1, seed=seed)
+    width = ids.shape[1] + len(head)
+    out = torch.zeros(ids.shape[0], width, dtype=torch.long)
+    out_attention, out_mask = torch.zeros_like(out), torch.zeros(ids.shape[0], width)
+    for i in range(ids.shape[0]):
+        n = int(attention[i].sum())
+        out[i, : len(head) + n] = torch.tensor(head + ids[i, :n].tolist())
+        out_attention[i, : len(head) + n] = 1
+        out_mask[i, len(head) : len(head) + n] = mask[i, :n]
+    return out, out_attention, out_mask
+
+
+def test_rows_with_different_prompts_share_the_head_they_have_in_common():
+    ids, attention, mask = common_head_batch()
+    shared = find_shared_prefixes(ids, attention, mask)
+    assert shared is not None
+    assert shared.owner.tolist() == [0] * 6
+    assert shared.ids.shape[0] == 1
+    common = int(shared.length[0])
+    assert common >= 40  # the head (and any tokens the prompts happen to share after it)
+    assert (ids[:, :common] == ids[:1, :common]).all()
+    assert not (ids[:, common] == ids[0, common]).all()
+
+
+def test_a_shared_head_gives_the_plain_logprobs_and_gradients():
+    model, _ = load(seed=3, config=tiny_config(num_hidden_layers=2))
+    model.double()
+    ids, attention, mask = common_head_batch(seed=1)
+    results = []
+    for share in (True, False):
+        module = PolicyModule(model, share_prefixes=share)
+        model.zero_grad()
+        out = module(ids, attention, loss_mask=mask)
+        (out.logprobs * mask).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((out.logprobs, grads))
+    (shared_lp, shared_grads), (plain_lp, plain_grads) = results
+    torch.testing.assert_close(shared_lp, plain_lp, rtol=0, atol=1e-10)
+    assert shared_grads.keys() == plain_grads.keys()
+    for name, grad in plain_grads.items():
+        # RMSNorm and RoPE compute in float32 even in a float64 model: ~1e-8 relative
+        assert (shared_grads[name] - grad).norm() <= 1e-6 * grad.norm(), name
+
+
 def test_the_shared_forward_gives_the_plain_hidden_states_and_gradients():
     model, _ = load(seed=1, config=tiny_config(num_hidden_layers=2))
     model.double()
