@@ -98,6 +98,12 @@ def main() -> None:
     )
     parser.add_argument("--text-moves", action="store_true", help="FrozenLake-v0(tool=False)")
     parser.add_argument("--attention", action="store_true", help="where the answer looks")
+    parser.add_argument(
+        "--choices",
+        action="store_true",
+        help="P over the four directions only, as a policy trained with action choices "
+        "samples (default: over the whole vocabulary)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(2)
     model, tokenizer = load(args.model)
@@ -132,6 +138,8 @@ def main() -> None:
                 output_hidden_states=args.attention,
             )
         p = torch.softmax(output.logits[0, -1].float(), -1)
+        if args.choices:
+            p = p / sum(p[ids[d]] for d in DIRECTIONS)
         for direction, cell in surroundings(shown[-1]["content"]).items():
             probs[(direction, cell)].append(p[ids[direction]].item())
             per_direction[direction].append(p[ids[direction]].item())
