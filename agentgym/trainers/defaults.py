@@ -30,18 +30,33 @@ class TrainingDefaults:
     init: str = "format"
     """The tiny policy's starting weights when no model is given: ``format`` (the shipped
     format-only weights) or ``random`` (initialised from the run's seed)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env arguments for training and evaluation (under the run's own ``env_kwargs``)."""
+    train_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env arguments of training episodes only (under the run's own ``train_env_kwargs``)."""
 
 
+# FrozenLake: the policy samples only among the env's four moves (action choices), so it needs
+# no output format and starts from random weights: format pre-training made the answer
+# position's state the same for every board, and RL could not make it read the board again
+# (see the README). What RL learns is which move.
+#
+# Entropy bonus 0.1: without it the policy collapses onto "down" within ~10 updates, before it
+# reads anything (the bandit in scripts/frozenlake_reading_sft.py shows the same); at 0.05 it
+# collapsed later, at success 0.3-0.6. Four optimizer steps per batch (num_minibatches=4): reading
+# took ~80 Adam steps in the bandit, and collecting is half of an update's time.
 _FROZENLAKE_COMMON: dict[str, Any] = {
     "learning_rate": 1e-3,
     "group_size": 8,
     "batch_size": 64,
+    "num_minibatches": 4,
     "max_new_tokens": 8,  # a move is ```down``` plus the end-of-turn token: 4 tokens
     "temperature": 1.0,
+    "entropy_coef": 0.1,
 }
 
-# Overlong shaping per turn: a move is 4 tokens, so only longer (garbage) turns are punished,
-# at most as much as the env's invalid-action penalty.
+# Overlong shaping per turn: a move is 4 tokens, so it never applies with action choices; kept
+# for runs without them (--no-action-choices), at most the env's invalid-action penalty.
 _FROZENLAKE_DAPO: dict[str, Any] = {
     **_FROZENLAKE_COMMON,
     "scale_by_std": False,
@@ -49,24 +64,22 @@ _FROZENLAKE_DAPO: dict[str, Any] = {
     "overlong_penalty_factor": 0.1,
 }
 
-# Training episodes get the env's own 32 turns, as evaluation does: cut at 8 turns (contexts
-# 4x shorter) the random start succeeds 1% of the time instead of 5% and learning stalled near
-# 0.2; HFEngine's prefix cache keeps long episodes cheap. The micro-batch budget cut the update
-# time about 2x against one padded batch of 64 episodes.
-#
-# History window 0: FrozenLake is Markov (each observation shows the whole board), so each turn
-# sees the system prompt and the latest board only (~260 tokens instead of a conversation that
-# grows to thousands). The tiny model learns to read the board from such short prompts several
-# times faster under supervision (scripts/frozenlake_reading_sft.py: safe-move mass 0.85 after
-# 100 steps, against 0.69 with four earlier turns in context), and an update takes ~5 s
-# instead of ~8 s.
+# Training episodes get the env's own 32 turns, as evaluation does. History window 0: FrozenLake
+# is Markov (each observation shows the whole board), so each turn sees the system prompt and the
+# latest board only. Text moves only (tool=False, in training and evaluation): with action
+# choices the policy never calls the tool, and its schema would be ~140 of every prompt's ~255
+# tokens. Training episodes punish a move into a hole (-1) or into the edge (-0.5); evaluation
+# plays the env's own rewards (success is what is measured). With a hole penalty alone the policy
+# learned to stay in the start corner, walking into the edge; with neither it stayed near 0.4.
 _FROZENLAKE_RUN: dict[str, Any] = {
-    "steps": 60,
+    "steps": 150,
     "max_turns": None,
     "micro_batch_tokens": 8192,
     "history_turns": 0,
     "action_choices": True,
     "init": "random",
+    "env_kwargs": {"tool": False},
+    "train_env_kwargs": {"hole_reward": -1.0, "edge_reward": -0.5},
 }
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are
@@ -74,8 +87,7 @@ _FROZENLAKE_RUN: dict[str, Any] = {
 _STEP_CREDIT: dict[str, Any] = {"step_credit": 1.0, "gamma": 0.95}
 
 _DEFAULTS: dict[tuple[str, str], TrainingDefaults] = {
-    # Dividing by the group's std turned groups whose only spread was the -0.1 format penalty
-    # into full-size advantages and broke the format at lr 2e-3; mean-only (Dr. GRPO) learns.
+    # Mean-only group advantages (Dr. GRPO), no KL.
     ("agentgym/FrozenLake-v0", "grpo"): TrainingDefaults(
         config={**_FROZENLAKE_COMMON, **_STEP_CREDIT, "kl_beta": 0.0, "scale_by_std": False},
         **_FROZENLAKE_RUN,
@@ -85,7 +97,7 @@ _DEFAULTS: dict[tuple[str, str], TrainingDefaults] = {
         **_FROZENLAKE_RUN,
     ),
     ("agentgym/FrozenLake-v0", "ppo"): TrainingDefaults(
-        config={**_FROZENLAKE_COMMON}, **_FROZENLAKE_RUN
+        config={**_FROZENLAKE_COMMON, "gamma": 0.95}, **_FROZENLAKE_RUN
     ),
 }
 

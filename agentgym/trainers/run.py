@@ -97,8 +97,8 @@ class RunSpec:
         TrainOptions.from_dict(self.options)  # a bad option fails here, before any folder
         run = {
             "steps": self.steps or defaults.steps,
-            "env_kwargs": dict(self.env_kwargs),
-            "train_env_kwargs": dict(self.train_env_kwargs),
+            "env_kwargs": {**defaults.env_kwargs, **self.env_kwargs},
+            "train_env_kwargs": {**defaults.train_env_kwargs, **self.train_env_kwargs},
             "options": dict(self.options),
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,

@@ -17,6 +17,8 @@ SMALL = [
     "group_size=4",
     "--set",
     "batch_size=8",
+    "--set",
+    "num_minibatches=1",
     "--max-turns",
     "3",
     "--eval-episodes",
@@ -116,10 +118,18 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     out = tmp_path / "run"
     given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
-    assert seen["train"] == [{"size": 3, "edge_reward": -0.5, "random_start": True}]
-    assert seen["eval"] == [{"size": 3}, {"size": 3}]  # before and after training
+    # over FrozenLake's training defaults: text moves only; hole and edge penalties in training
+    trained = {"tool": False, "size": 3}
+    assert seen["train"] == [
+        {**trained, "hole_reward": -1.0, "edge_reward": -0.5, "random_start": True}
+    ]
+    assert seen["eval"] == [trained, trained]  # before and after training
     run = json.loads((out / "run.json").read_text())["run"]
-    assert run["train_env_kwargs"] == {"edge_reward": -0.5, "random_start": True}
+    assert run["train_env_kwargs"] == {
+        "hole_reward": -1.0,
+        "edge_reward": -0.5,
+        "random_start": True,
+    }
 
 
 def test_train_reads_a_config_file_and_flags_win(tmp_path):
@@ -152,13 +162,14 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert config["seed"] == 3
     assert run["steps"] == 9
     assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
-    assert run["env_kwargs"] == {}  # FrozenLake trains and evaluates the env as it is
+    assert run["env_kwargs"] == {"tool": False}  # FrozenLake's default: text moves only
     args = build_parser().parse_args(["train", "--env-kwargs", "tool=true"])
     assert spec_from_args(args).resolved()[1]["env_kwargs"] == {"tool": True}
     with pytest.raises(ConfigError, match="env_kwargs"):
         RunSpec(env_kwargs=[1]).resolved()  # type: ignore[arg-type]
     args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
-    assert spec_from_args(args).resolved()[1]["train_env_kwargs"] == {"hole_reward": -1}
+    train_env = spec_from_args(args).resolved()[1]["train_env_kwargs"]
+    assert train_env == {"hole_reward": -1, "edge_reward": -0.5}
     with pytest.raises(ConfigError, match="--train-env-kwargs"):
         spec_from_args(build_parser().parse_args(["train", "--train-env-kwargs", "[1]"]))
     for flag, window in [("all", None), ("3", 3)]:
@@ -199,3 +210,35 @@ def test_eval_command_reports_success_with_a_confidence_interval(capsys):
     text = capsys.readouterr().out
     assert text.startswith("agentgym/FrozenLake-v0: success ")
     assert "95% CI" in text
+
+
+def test_frozenlake_trains_a_random_init_policy_among_the_offered_moves(tmp_path, capsys):
+    from agentgym.cli import build_parser
+    from agentgym.trainers.cli import spec_from_args
+    from agentgym.trainers.run import RunSpec
+
+    run = RunSpec().resolved()[1]
+    assert (run["init"], run["action_choices"]) == ("random", True)
+    run = RunSpec(env="agentgym/Math-v0").resolved()[1]  # no defaults for it: as shipped, free
+    assert (run["init"], run["action_choices"]) == ("format", False)
+    args = build_parser().parse_args(["train", "--init", "format", "--no-action-choices"])
+    run = spec_from_args(args).resolved()[1]
+    assert (run["init"], run["action_choices"]) == ("format", False)
+    assert RunSpec(model="some/dir").resolved()[1]["init"] is None  # a given model is as it is
+    for bad, name in [
+        (RunSpec(model="some/dir", init="random"), "init"),
+        (RunSpec(init="zeros"), "init"),
+        (RunSpec(action_choices="yes"), "action_choices"),  # type: ignore[arg-type]
+    ]:
+        with pytest.raises(ConfigError, match=name):
+            bad.resolved()
+
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "1", "--out", str(out), *SMALL, "--eval-episodes", "0"]) == 0
+    recorded = json.loads((out / "run.json").read_text())["run"]
+    assert (recorded["init"], recorded["action_choices"]) == ("random", True)
+    capsys.readouterr()
+    for given, expected in [([], True), (["--no-action-choices"], False)]:
+        argv = ["eval", "--model", str(out), "--episodes", "2", "--json", *given]
+        assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out)["action_choices"] is expected
