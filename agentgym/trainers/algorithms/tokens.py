@@ -8,6 +8,8 @@ is one such value: the turn's discounted return-to-go against its group's baseli
 
 from __future__ import annotations
 
+import bisect
+
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -129,12 +131,21 @@ def place_turn_rewards(
     turn_spans: Sequence[Spans],  # per episode, Episode.turn_spans
     mask: Tensor,  # [B, T]
 ) -> Tensor:  # [B, T]
-    """Token rewards for GAE / REINFORCE++: turn ``k``'s reward on the last token it sampled."""
+    """Token rewards for GAE / REINFORCE++: turn ``k``'s reward on the last token it sampled.
+
+    A turn's span may end in tokens that were not sampled (constrained decoding forces the
+    closing tokens: loss mask 0); the reward goes on the last sampled token at or before the
+    span's end, so a turn with no sampled token credits the decisions before it. A reward
+    with no sampled token before it has nothing to credit and is dropped."""
     _check_turns(turn_rewards, turn_spans, mask)
     out = _zeros_float(mask)  # [B, T]
+    sampled = mask.bool()
     for i, (rewards, spans) in enumerate(zip(turn_rewards, turn_spans, strict=True)):
+        row = sampled[i].nonzero()[:, 0].tolist()  # sampled positions, ascending
         for reward, (_, end) in zip(rewards, spans, strict=True):
-            out[i, end - 1] += reward
+            at = bisect.bisect_left(row, end) - 1  # the last sampled position < end
+            if at >= 0:
+                out[i, row[at]] += reward
     return out
 
 

@@ -67,6 +67,16 @@ def test_place_turn_rewards_on_each_turns_last_token() -> None:
     assert got.tolist() == [[0, 0, 0.25, 0, 0, 0, 1.0, 0]]
 
 
+def test_turn_rewards_skip_forced_tokens_at_the_end_of_a_turn() -> None:
+    # Constrained decoding: turn 1 [1, 4) sampled only token 2 (1 and 3 forced); turn 2 [5, 7)
+    # sampled nothing (one choice), so its reward goes to turn 1's decision too; a reward
+    # before any sampled token has nothing to credit.
+    mask = torch.tensor([[0, 0, 1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1, 0, 0]], dtype=F64)
+    spans = [[(1, 4), (5, 7)], [(1, 4), (5, 7)]]
+    got = place_turn_rewards([[0.25, 1.0], [0.5, -1.0]], spans, mask)
+    assert got.tolist() == [[0, 0, 1.25, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, -1.0, 0, 0]]
+
+
 def test_multi_turn_gae_from_turn_rewards() -> None:
     rewards = place_turn_rewards([[0.0, 1.0]], SPANS, MASK)
     values = torch.zeros(1, 8, dtype=F64)
