@@ -128,10 +128,36 @@ class ValueModel(nn.Module):
         backbone.to(dtype=next(policy.parameters()).dtype)
         return cls(backbone, policy.config.hidden_size)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:  # [B, T]
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-        hidden = out.last_hidden_state[:, :-1]  # [B, T-1, H]: the state before token t
-        return _shift(self.head(hidden).squeeze(-1).float())
+    def forward(
+        self,
+        input_ids: Tensor,  # [B, T]
+        attention_mask: Tensor,  # [B, T]
+        loss_mask: Tensor | None = None,  # [B, T]: only these tokens' values are needed
+    ) -> Tensor:  # [B, T]
+        """``V(s_t)`` for every token, or, with ``loss_mask``, for its tokens only (0 elsewhere;
+        rows sharing a prompt run it once, as ``PolicyModule`` does)."""
+        if loss_mask is None:
+            out = self.backbone(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            )
+            hidden = out.last_hidden_state[:, :-1]  # [B, T-1, H]: the state before token t
+            return _shift(self.head(hidden).squeeze(-1).float())
+        positions = loss_mask[:, 1:].bool()  # [B, T-1]
+        selected = None
+        shared = find_shared_prefixes(input_ids, attention_mask, loss_mask)
+        if shared is not None:
+            selected = shared_prefix_hidden(
+                self.backbone, input_ids, attention_mask, shared, positions
+            )
+        if selected is None:
+            out = self.backbone(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            )
+            selected = out.last_hidden_state[:, :-1][positions]  # [N, H]
+        values = self.head(selected).squeeze(-1).float()
+        full = values.new_zeros(positions.shape)
+        full[positions] = values
+        return _shift(full)
 
 
 class PolicyModule(nn.Module):
@@ -176,7 +202,7 @@ class PolicyModule(nn.Module):
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False
             ).logits  # [B, T, V]
             logprobs, entropy = token_logprobs(logits, input_ids, temperature, **scoring)
-        values = None if self.value is None else self.value(input_ids, attention_mask)
+        values = None if self.value is None else self.value(input_ids, attention_mask, loss_mask)
         return PolicyOutput(logprobs, entropy, values)
 
     def _shared_logits(
