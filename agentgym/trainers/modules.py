@@ -137,9 +137,7 @@ class ValueModel(nn.Module):
         """``V(s_t)`` for every token, or, with ``loss_mask``, for its tokens only (0 elsewhere;
         rows sharing a prompt run it once, as ``PolicyModule`` does)."""
         if loss_mask is None:
-            out = self.backbone(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-            )
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
             hidden = out.last_hidden_state[:, :-1]  # [B, T-1, H]: the state before token t
             return _shift(self.head(hidden).squeeze(-1).float())
         positions = loss_mask[:, 1:].bool()  # [B, T-1]
@@ -150,9 +148,7 @@ class ValueModel(nn.Module):
                 self.backbone, input_ids, attention_mask, shared, positions
             )
         if selected is None:
-            out = self.backbone(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-            )
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
             selected = out.last_hidden_state[:, :-1][positions]  # [N, H]
         values = self.head(selected).squeeze(-1).float()
         full = values.new_zeros(positions.shape)

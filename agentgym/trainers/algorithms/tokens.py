@@ -9,7 +9,6 @@ is one such value: the turn's discounted return-to-go against its group's baseli
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Sequence
 from typing import NamedTuple
 
