@@ -35,6 +35,15 @@ DOCS = 12_000
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_MARKERS = ["<tool_call>", "</tool_call>"]
+AROUND_PAIRS = [
+    f" {direction} {cell}"
+    for direction in ("left", "down", "right", "up")
+    for cell in ("edge", "ice", "hole", "goal")
+]
+"""FrozenLake's "Around you: left edge, down ice, right hole, up ice." names each neighbour as one
+token: what lies one way is then a token of its own, which a policy of this size learns to read
+from a reward several times faster than a direction and a cell it has to pair up (RL from random
+weights: batch success 0.9 after ~35 updates instead of ~100, or not in 150)."""
 
 DIRECTIONS = ["left", "right", "up", "down"]
 WORDS = (  # noqa: SIM905 (a word list reads better as text)
@@ -205,6 +214,7 @@ def build_tokenizer(seed: int = SEED) -> Tokenizer:
     )
     tok.train_from_iterator(corpus(seed), trainer=trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_MARKERS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in AROUND_PAIRS])
     return tok
 
 

@@ -63,6 +63,23 @@ def test_markers_are_single_tokens(tiny, marker):
     assert len(ids) == 3
 
 
+def test_frozenlake_neighbours_are_single_tokens(tiny):
+    from agentgym.envs.frozenlake.text import surroundings
+
+    _, tok = tiny
+    line = surroundings(["SFH", "FFF", "FFG"], (0, 1))  # left ice, down ice, right hole, up edge
+    pieces = tok.tokenize(line)
+    assert [p for p in pieces if p.startswith(" ")] == [
+        " left ice",
+        " down ice",
+        " right hole",
+        " up edge",
+    ]
+    assert tok.decode(tok.encode(line, add_special_tokens=False)) == line
+    assert len(tok.tokenize(" right hole")) == 1
+    assert len(tok.tokenize("right hole")) > 1  # only as the line writes it, after a space
+
+
 def test_tokenizer_round_trips_text(tiny):
     _, tok = tiny
     call = '<tool_call>{"name": "move", "arguments": {"direction": "left"}}</tool_call>'

@@ -177,8 +177,12 @@ def test_an_entropy_bonus_raises_the_entropy_of_a_peaked_policy(constrained):
     for episode in constrained:
         for turn in episode.turns:
             turn.reward = 0.0  # no advantage: only the bonus moves the policy
-    trainer = _trainer(entropy_coef=1.0, learning_rate=1e-4)
+    # token-mean: the bonus is the mean entropy the metrics report; a small, first-order step
+    trainer = _trainer(entropy_coef=1.0, learning_rate=1e-6, aggregation="token-mean")
+    with torch.no_grad():  # sharpen the policy: every logit x 8
+        trainer.module.policy.model.norm.weight *= 8
     first = trainer.step(constrained, push_weights=False)
+    assert first["entropy"] < 1.3  # log 4 = 1.386
     assert first["entropy_loss"] == pytest.approx(-first["entropy"], rel=1e-4)
     assert first["grad_norm"] > 0
     second = trainer.step(constrained, push_weights=False)
