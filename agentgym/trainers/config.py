@@ -279,6 +279,9 @@ class AlgorithmConfig(TrainerConfig):
     """Entropy bonus: subtract this times the policy's entropy at the sampled tokens
     (aggregated like the policy loss) from the loss, against early collapse onto one answer;
     0 turns it off."""
+    entropy_decay_steps: int = 0
+    """Updates over which the entropy bonus falls linearly from entropy_coef to 0 (explore
+    early, commit late); 0 keeps it constant."""
     tis_cap: float | None = None
     """Truncated importance sampling: weight each token by min(π_old / π_sampler, C) with this
     C when the engine's logprobs differ from the trainer's (e.g. SGLang); None: off."""
@@ -293,6 +296,7 @@ class AlgorithmConfig(TrainerConfig):
         "norm_length": ">= 1",
         "kl_beta": ">= 0",
         "entropy_coef": ">= 0",
+        "entropy_decay_steps": ">= 0",
         "tis_cap": ">= 1",
     }
 

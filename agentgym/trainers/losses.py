@@ -46,6 +46,7 @@ __all__ = [
     "TOKEN_MEAN_STATS",
     "Advantages",
     "compute_advantages",
+    "entropy_coefficient",
     "kl_in_loss",
     "kl_in_reward",
     "micro_batch_loss",
@@ -202,8 +203,20 @@ def minibatch_normalizer(config: AlgorithmConfig, loss_mask: Tensor) -> float:
     return float(loss_mask.shape[0])
 
 
+def entropy_coefficient(config: AlgorithmConfig, step: int) -> float:
+    """The entropy bonus's weight at update ``step`` (0-based): ``entropy_coef``, falling
+    linearly to 0 over ``entropy_decay_steps`` updates when that is set."""
+    if not config.entropy_decay_steps:
+        return config.entropy_coef
+    return config.entropy_coef * max(0.0, 1.0 - step / config.entropy_decay_steps)
+
+
 def micro_batch_loss(
-    config: AlgorithmConfig, out: PolicyOutput, micro: TrainBatch, normalizer: float
+    config: AlgorithmConfig,
+    out: PolicyOutput,
+    micro: TrainBatch,
+    normalizer: float,
+    entropy_coef: float | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """This micro-batch's share of the minibatch loss, and its stats (see
     ``TOKEN_MEAN_STATS``). ``micro.old_logprobs`` None: on-policy, π_old = π_θ detached."""
@@ -238,7 +251,8 @@ def micro_batch_loss(
     stats["approx_kl"] = policy.approx_kl * tokens
     if out.entropy is not None:
         stats["entropy"] = masked_sum(out.entropy.detach(), mask)
-    if config.entropy_coef > 0:
+    coef = config.entropy_coef if entropy_coef is None else entropy_coef
+    if coef > 0:
         bonus = aggregate(
             _need(out.entropy, "entropy"),
             mask,
@@ -246,8 +260,8 @@ def micro_batch_loss(
             max_length=config.aggregation_length,
             normalizer=normalizer,
         )
-        loss = loss - config.entropy_coef * bonus
-        stats["entropy_loss"] = -config.entropy_coef * bonus.detach()
+        loss = loss - coef * bonus
+        stats["entropy_loss"] = -coef * bonus.detach()
     if micro.ref_logprobs is not None:
         kl = kl_estimate(out.logprobs.detach(), micro.ref_logprobs, config.kl_estimator)
         stats["kl"] = masked_sum(kl, mask)

@@ -20,6 +20,7 @@ from agentgym.trainers.contexts import ContextLayout
 from agentgym.trainers.losses import (
     TOKEN_MEAN_STATS,
     compute_advantages,
+    entropy_coefficient,
     kl_in_reward,
     micro_batch_loss,
     minibatch_normalizer,
@@ -94,6 +95,7 @@ def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
 def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> dict[str, float]:
     backend, config = trainer.backend, trainer.config
     normalizer = minibatch_normalizer(config, batch.loss_mask[rows])
+    entropy_coef = entropy_coefficient(config, trainer.step_count)
     totals: dict[str, Tensor] = {}
     for micro_rows in _plan(trainer, batch, rows):
         micro = batch.select(micro_rows, backend.device)
@@ -103,9 +105,9 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
             temperature=config.temperature,
             loss_mask=micro.loss_mask,
             allowed=micro.allowed,
-            entropy_grad=config.entropy_coef > 0,
+            entropy_grad=entropy_coef > 0,
         )
-        loss, stats = micro_batch_loss(config, out, micro, normalizer)
+        loss, stats = micro_batch_loss(config, out, micro, normalizer, entropy_coef)
         backend.backward(loss)
         for name, value in stats.items():
             totals[name] = totals.get(name, 0.0) + value.detach().double().cpu()

@@ -195,3 +195,26 @@ def test_an_entropy_bonus_raises_the_entropy_of_a_peaked_policy(constrained):
 def test_entropy_coef_must_not_be_negative():
     with pytest.raises(ConfigError, match="entropy_coef"):
         config_from_dict({"algo": "grpo", "entropy_coef": -0.1})
+
+
+def test_the_entropy_bonus_can_fall_linearly_to_zero():
+    from agentgym.trainers.losses import entropy_coefficient
+
+    steady = config_from_dict({"algo": "grpo", "entropy_coef": 0.1})
+    assert [entropy_coefficient(steady, s) for s in (0, 50, 10_000)] == [0.1, 0.1, 0.1]
+    decaying = config_from_dict({"algo": "grpo", "entropy_coef": 0.1, "entropy_decay_steps": 4})
+    got = [entropy_coefficient(decaying, s) for s in range(6)]
+    assert got == pytest.approx([0.1, 0.075, 0.05, 0.025, 0.0, 0.0])
+    with pytest.raises(ConfigError, match="entropy_decay_steps"):
+        config_from_dict({"algo": "grpo", "entropy_decay_steps": -1})
+
+
+def test_the_trainer_uses_the_decayed_coefficient_of_each_update(constrained):
+    trainer = _trainer(entropy_coef=0.5, entropy_decay_steps=2, aggregation="token-mean")
+    weights = [
+        -trainer.step(constrained, push_weights=False).get("entropy_loss", 0.0) for _ in range(3)
+    ]
+    entropies = [trainer.step(constrained, push_weights=False)["entropy"]]  # lr 1e-6: ~constant
+    assert weights[0] == pytest.approx(0.5 * entropies[0], rel=1e-2)
+    assert weights[1] == pytest.approx(0.25 * entropies[0], rel=1e-2)
+    assert weights[2] == 0.0
