@@ -107,8 +107,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="a trainer option beside the algorithm (warmup_steps, adam_eps, adam_betas, "
-        "weight_decay, old_logprobs, critic_learning_rate), e.g. --option warmup_steps=10",
+        help="a trainer option beside the algorithm (warmup_steps, decay_steps, min_lr_ratio, "
+        "adam_eps, adam_betas, weight_decay, old_logprobs, critic_learning_rate), e.g. "
+        "--option warmup_steps=10",
     )
     add("--eval-episodes", type=int, help="episodes of the start and end evaluations (0: none)")
     add("--eval-temperature", type=float, help="sampling temperature of evaluations (default 1)")

@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -62,7 +62,12 @@ class TrainOptions:
     adam_eps: float = 1e-8
     """AdamW ε."""
     warmup_steps: int = 0
-    """Optimizer steps of linear learning-rate warm-up; constant after."""
+    """Optimizer steps of linear learning-rate warm-up; constant after (unless decay_steps)."""
+    decay_steps: int = 0
+    """Optimizer steps, after the warm-up, over which the learning rate falls linearly to
+    ``min_lr_ratio`` times its peak, then stays there; 0: no decay."""
+    min_lr_ratio: float = 0.1
+    """Where ``decay_steps`` ends, as a fraction of the peak learning rate."""
     critic_learning_rate: float | None = None
     """Learning rate of the PPO value model; None: the policy's learning_rate."""
 
@@ -82,10 +87,13 @@ class TrainOptions:
             raise ConfigError(
                 "old_logprobs", self.old_logprobs, "is not a source", "use recompute or engine"
             )
-        for name in ("weight_decay", "adam_eps", "warmup_steps"):
+        for name in ("weight_decay", "adam_eps", "warmup_steps", "decay_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ConfigError(name, value, "must be a number >= 0", f"pass e.g. {name}=0")
+        ratio = self.min_lr_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise ConfigError("min_lr_ratio", ratio, "must be in [0, 1]", "pass e.g. 0.1")
         if not (
             isinstance(self.adam_betas, tuple)
             and len(self.adam_betas) == 2
@@ -180,12 +188,7 @@ class Trainer:
     def _make_scheduler(
         self, optimizer: torch.optim.Optimizer
     ) -> torch.optim.lr_scheduler.LRScheduler:
-        warmup = self.options.warmup_steps
-
-        def factor(step: int) -> float:
-            return 1.0 if warmup == 0 else min(1.0, (step + 1) / warmup)
-
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(self.options))
 
     # -- training ---------------------------------------------------------------------------
 
@@ -396,3 +399,19 @@ def make(
     model, tokenizer = _resolve_policy(policy)
     runner = make_backend(backend, **backend_options)
     return Trainer(model, tokenizer, resolved, runner, options=options, engine=engine)
+
+
+def lr_factor(options: TrainOptions) -> Callable[[int], float]:
+    """The learning rate's multiplier at optimizer step ``step`` (0-based): linear warm-up over
+    ``warmup_steps``, then 1, or a linear fall to ``min_lr_ratio`` over ``decay_steps``."""
+    warmup, decay, floor = options.warmup_steps, options.decay_steps, options.min_lr_ratio
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if not decay:
+            return 1.0
+        done = min(1.0, (step - warmup) / decay)
+        return 1.0 - (1.0 - floor) * done
+
+    return factor

@@ -75,6 +75,30 @@ def test_train_options_from_a_file_are_checked_and_betas_become_a_tuple():
         TrainOptions.from_dict({"critic_learning_rate": "1e-5"})
 
 
+def test_the_learning_rate_warms_up_then_falls_linearly_to_its_floor(tiny):
+    from agentgym.trainers.trainer import lr_factor
+
+    plain = lr_factor(TrainOptions())
+    assert [plain(s) for s in (0, 10, 10_000)] == [1.0, 1.0, 1.0]
+    schedule = lr_factor(TrainOptions(warmup_steps=2, decay_steps=4, min_lr_ratio=0.2))
+    assert [schedule(s) for s in range(8)] == pytest.approx(
+        [0.5, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2, 0.2]
+    )
+    for bad in ({"decay_steps": -1}, {"min_lr_ratio": 1.5}, {"min_lr_ratio": "0.1"}):
+        (name,) = bad
+        with pytest.raises(ConfigError, match=name):
+            TrainOptions.from_dict(bad)
+    # the trainer's optimizer follows it, one scheduler step per optimizer step
+    config = {"group_size": 4, "batch_size": 8, "learning_rate": 1e-3}
+    trainer = make(
+        "grpo", policy=fresh(tiny), config=config, options={"decay_steps": 2, "min_lr_ratio": 0.5}
+    )
+    rates = []
+    for _ in range(3):
+        rates.append(trainer.step(synthetic_episodes(2, 4, seed=1), push_weights=False)["lr"])
+    assert rates == pytest.approx([1e-3, 7.5e-4, 5e-4])
+
+
 def test_infra_errors_and_untrainable_episodes_drop_their_groups(tiny):
     trainer = make("grpo", policy=fresh(tiny), config={"group_size": 4, "batch_size": 12})
     episodes = synthetic_episodes(3, 4, seed=3)
