@@ -34,6 +34,8 @@ class TrainingDefaults:
     """Env arguments for training and evaluation (under the run's own ``env_kwargs``)."""
     train_env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Env arguments of training episodes only (under the run's own ``train_env_kwargs``)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Trainer options (``TrainOptions``; under the run's own ``options``)."""
 
 
 # FrozenLake: the policy samples only among the env's four moves (action choices), so it needs
@@ -41,10 +43,14 @@ class TrainingDefaults:
 # position's state the same for every board, and RL could not make it read the board again
 # (see the README). What RL learns is which move.
 #
-# Entropy bonus 0.1: without it the policy collapses onto "down" within ~10 updates, before it
-# reads anything (the bandit in scripts/frozenlake_reading_sft.py shows the same); at 0.05 it
-# collapsed later, at success 0.3-0.6. Four optimizer steps per batch (num_minibatches=4): reading
-# took ~80 Adam steps in the bandit, and collecting is half of an update's time.
+# Entropy bonus 0.1, falling linearly to 0 over the 150 updates: without it the policy collapses
+# onto "down" within ~10 updates, before it reads anything (the bandit in
+# scripts/frozenlake_reading_sft.py shows the same); at a constant 0.05 it collapsed later, at
+# success 0.3-0.6; at a constant 0.1 it ended at 0.82 (temperature 1), held at ~0.3 nats. Letting
+# it fall at a constant lr 1e-3 reached 0.90 at update 100 and collapsed at 103; with the learning
+# rate falling too (to 0.1 of its peak over the run's 600 optimizer steps) it ended at 0.91-0.93.
+# Four optimizer steps per batch (num_minibatches=4): reading took ~80 Adam steps in the bandit,
+# and collecting is half of an update's time.
 _FROZENLAKE_COMMON: dict[str, Any] = {
     "learning_rate": 1e-3,
     "group_size": 8,
@@ -53,6 +59,7 @@ _FROZENLAKE_COMMON: dict[str, Any] = {
     "max_new_tokens": 8,  # a move is ```down``` plus the end-of-turn token: 4 tokens
     "temperature": 1.0,
     "entropy_coef": 0.1,
+    "entropy_decay_steps": 150,
 }
 
 # Overlong shaping per turn: a move is 4 tokens, so it never applies with action choices; kept
@@ -80,6 +87,8 @@ _FROZENLAKE_RUN: dict[str, Any] = {
     "init": "random",
     "env_kwargs": {"tool": False},
     "train_env_kwargs": {"hole_reward": -1.0, "edge_reward": -0.5},
+    # optimizer steps: 150 updates x 4 minibatches
+    "options": {"decay_steps": 600, "min_lr_ratio": 0.1},
 }
 
 # GiGPO step credit: episodes of a group share the map, so turns taken from the same square are

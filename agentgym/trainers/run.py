@@ -94,12 +94,13 @@ class RunSpec:
             )
         from agentgym.trainers.trainer import TrainOptions
 
-        TrainOptions.from_dict(self.options)  # a bad option fails here, before any folder
+        options = {**defaults.options, **self.options}
+        TrainOptions.from_dict(options)  # a bad option fails here, before any folder
         run = {
             "steps": self.steps or defaults.steps,
             "env_kwargs": {**defaults.env_kwargs, **self.env_kwargs},
             "train_env_kwargs": {**defaults.train_env_kwargs, **self.train_env_kwargs},
-            "options": dict(self.options),
+            "options": options,
             "max_turns": self.max_turns or defaults.max_turns,
             "micro_batch_tokens": self.micro_batch_tokens or defaults.micro_batch_tokens,
             "history_turns": (

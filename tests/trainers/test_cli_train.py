@@ -52,7 +52,8 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["group_size"] == 4
     assert run["config"]["algo"] == "grpo"
-    assert run["run"]["options"] == {"warmup_steps": 4}
+    # over FrozenLake's default learning-rate decay
+    assert run["run"]["options"] == {"decay_steps": 600, "min_lr_ratio": 0.1, "warmup_steps": 4}
     manifest = read_manifest(out / "checkpoints" / "step-00000002")
     assert manifest["options"]["warmup_steps"] == 4
     assert [
@@ -150,7 +151,11 @@ def test_train_reads_a_config_file_and_flags_win(tmp_path):
     assert (spec.algo, spec.steps, spec.seed) == ("dapo", 9, 3)
     assert spec.config == {"learning_rate": 0.01, "group_size": 4}
     assert spec.options == {"warmup_steps": 2, "adam_eps": 1e-6, "adam_betas": [0.9, 0.95]}
-    assert spec.resolved()[1]["options"] == spec.options
+    assert spec.resolved()[1]["options"] == {
+        "decay_steps": 600,
+        "min_lr_ratio": 0.1,
+        **spec.options,
+    }
     with pytest.raises(ConfigError, match="warmup"):  # a bad option fails before any folder
         RunSpec(options={"warmup": 3}).resolved()
     with pytest.raises(ConfigError, match="options"):

@@ -1,9 +1,10 @@
-"""The main job: with only the env named, ``agentgym train``'s FrozenLake defaults (GRPO) take
-the tiny policy from random moves to most episodes won (a full run, minutes: slow).
+"""Acceptance of the main job: with only the env named, ``agentgym train``'s FrozenLake defaults
+(GRPO) take the tiny policy from random moves to most episodes won (a full run, minutes: slow).
 
-The issue's target is success above 0.9 for PPO, GRPO and DAPO. Measured so far (README): GRPO
-ends at 0.82 sampled at temperature 1 (0.92 greedy), so this guards the learning curve, not the
-target; DAPO and PPO are not checked here yet."""
+Measured (README): 0.078 -> 0.914 (128 episodes, temperature 1), 0.930 on 256 more. The
+threshold here is 0.85, not the issue's 0.9: the run is seeded, but other thread counts and
+machines round differently and the trajectory moves with them; 128 episodes alone give a 95%
+interval of about +-0.05. DAPO and PPO are not checked here yet."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def test_the_default_frozenlake_run_learns_to_win_most_episodes(tmp_path):
     )
     start, end = summary["start"], summary["end"]
     assert start["success_rate"] < 0.3  # random moves
-    assert end["success_rate"] > 0.6, summary
+    assert end["success_rate"] > 0.85, summary
     assert end["ci95"][0] > start["ci95"][1]  # the intervals do not overlap
     assert summary["first_batch_success_0.9"] is not None  # some batch won 0.9 of its episodes
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == summary["steps"] == 150
     assert all(row["entropy"] <= 1.3863 for row in rows)  # sampled among the four moves
+    assert rows[-1]["lr"] < 0.2 * rows[0]["lr"]  # the learning rate fell
