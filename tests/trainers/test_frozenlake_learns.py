@@ -16,6 +16,7 @@ from agentgym.trainers.run import RunSpec, train_run
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~10 minutes alone on 2 CPUs; the suite's default is 300 s
 def test_the_default_frozenlake_run_learns_to_win_most_episodes(tmp_path):
     out = tmp_path / "grpo"
     summary = train_run(
