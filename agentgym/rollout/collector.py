@@ -55,8 +55,9 @@ class Collector:
         self.launched = 0  # groups started so far
         self.generating: dict[asyncio.Task[Completion], int] = {}  # engine call -> env index
         self.receiving: asyncio.Task[Transition] | None = None
-        self.choices: dict[int, tuple[tuple[int, ...], ...]] = {}  # env index -> its turn's
-        self._choice_ids: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}
+        # env index -> the choices its turn in flight was sampled among
+        self.choices: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self._choice_ids: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}  # texts -> ids
 
     async def episodes(self) -> AsyncGenerator[Episode, None]:
         """Each episode as it finishes. Exceptions from the engine propagate, with context."""

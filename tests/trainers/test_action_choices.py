@@ -15,11 +15,13 @@ from agentgym.envs.frozenlake.env import MOVE_CHOICES
 from agentgym.error import ConfigError
 from agentgym.inference.hf import HFEngine
 from agentgym.rollout import collect
-from agentgym.trainers import make
 from agentgym.trainers.batch import TrainBatch, allowed_tokens
 from agentgym.trainers.config import config_from_dict
 from agentgym.trainers.contexts import ContextLayout
 from agentgym.trainers.modules import restrict_logits, token_logprobs
+
+from .test_contexts import engine_logprob_trainer as _trainer
+from .test_contexts import reward_success_with_a_spread
 
 
 def _collect(history_turns: int | None, seed: int = 5) -> tuple[list[Episode], object]:
@@ -50,22 +52,6 @@ def constrained(request) -> list[Episode]:
     return episodes
 
 
-def _trainer(**config):
-    base = {
-        "group_size": 4,
-        "batch_size": 8,
-        "learning_rate": 1e-6,
-        "scale_by_std": False,
-        "tis_cap": None,
-    }
-    return make(
-        "grpo",
-        policy=models.load(seed=0),
-        config={**base, **config},
-        options={"old_logprobs": "engine"},
-    )
-
-
 def test_a_random_policy_only_ever_plays_the_offered_moves(constrained):
     tokenizer = models.load_tokenizer()
     turns = [t for e in constrained for t in e.turns]
@@ -86,10 +72,7 @@ def test_a_random_policy_only_ever_plays_the_offered_moves(constrained):
 
 
 def test_the_trainer_scores_each_turn_as_the_engine_sampled_it(constrained):
-    for episode in constrained:
-        for turn in episode.turns:
-            turn.reward = float(turn.info["success"])
-    constrained[0].turns[-1].reward = 1.0  # a spread in group 0: a non-zero advantage
+    reward_success_with_a_spread(constrained)
     own = _trainer().step(constrained, push_weights=False)
     assert own["approx_kl"] < 1e-5
     assert own["clip_fraction"] == 0.0

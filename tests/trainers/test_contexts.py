@@ -43,7 +43,9 @@ def windowed() -> list[Episode]:
     return episodes
 
 
-def engine_logprob_trainer():
+def engine_logprob_trainer(**overrides):
+    """A GRPO trainer on the seed-0 tiny policy whose π_old is the engine's sampling logprobs:
+    its approx_kl measures how far its own scoring is from the engine's."""
     config = {
         "group_size": 4,
         "batch_size": 8,
@@ -51,20 +53,27 @@ def engine_logprob_trainer():
         "learning_rate": 1e-6,
         "tis_cap": None,
         "scale_by_std": False,
+        **overrides,
     }
     return make(
         "grpo", policy=models.load(seed=0), config=config, options={"old_logprobs": "engine"}
     )
 
 
+def reward_success_with_a_spread(episodes):
+    """Each turn's reward is its success, and group 0's first episode wins: a non-zero
+    advantage somewhere."""
+    for episode in episodes:
+        for turn in episode.turns:
+            turn.reward = float(turn.info["success"])
+    episodes[0].turns[-1].reward = 1.0
+
+
 def test_each_context_is_scored_as_the_engine_saw_it(windowed):
     # The ratio between the trainer's logprobs and the engine's sampling logprobs is 1 only if
     # every turn is scored in its own context; scored as one long sequence, later turns would
     # also see the earlier turns' contexts.
-    for episode in windowed:
-        for turn in episode.turns:
-            turn.reward = float(turn.info["success"])
-    windowed[0].turns[-1].reward = 1.0  # a spread in group 0: a non-zero advantage
+    reward_success_with_a_spread(windowed)
     own = engine_logprob_trainer().step(windowed, push_weights=False)
     assert own["approx_kl"] < 1e-4
     assert own["clip_fraction"] == 0.0
