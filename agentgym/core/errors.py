@@ -113,8 +113,9 @@ class DynamicSamplingExhausted(Error, RuntimeError):
         super().__init__(
             f"dynamic sampling kept {kept} of the {target} groups a batch needs after {rounds} "
             f"sampling round(s) ({seen} groups seen; the rest had rewards that were all equal). "
-            "Fix: raise max_sampling_rounds, raise group_size, or pick tasks of a difficulty "
-            "where the policy sometimes succeeds and sometimes fails"
+            "Fix: raise max_sampling_rounds, raise group_size, set partial_batches=True to "
+            "train on the groups kept, or pick tasks of a difficulty where the policy sometimes "
+            "succeeds and sometimes fails"
         )
 
 

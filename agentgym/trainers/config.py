@@ -459,6 +459,11 @@ class DAPOConfig(AlgorithmConfig):
     """Drop groups whose rewards are all equal and sample more until the batch is full."""
     max_sampling_rounds: int = 10
     """Most sampling rounds per training step before DynamicSamplingExhausted is raised."""
+    partial_batches: bool = False
+    """When ``max_sampling_rounds`` rounds did not fill the batch, train on the informative
+    groups they kept (a smaller batch) instead of raising DynamicSamplingExhausted; it is still
+    raised when no group was kept. For policies that master most tasks: the paper's rule (sample
+    until full) then costs many rounds per update."""
     overlong_shaping: bool = True
     """Punish responses longer than overlong_max_length − overlong_cache_length (DAPO eq. 13)."""
     overlong_max_length: int | None = None

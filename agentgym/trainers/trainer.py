@@ -161,7 +161,11 @@ class Trainer:
         )
         self.sampler: DynamicSampler[list[Sample]] | None = None
         if getattr(config, "dynamic_sampling", False):
-            self.sampler = DynamicSampler(config.groups_per_batch, config.max_sampling_rounds)  # type: ignore[attr-defined]
+            self.sampler = DynamicSampler(
+                config.groups_per_batch,
+                config.max_sampling_rounds,  # type: ignore[attr-defined]
+                partial=config.partial_batches,  # type: ignore[attr-defined]
+            )
         self.engine = engine
         self.step_count = 0
         """Updates done (optimizer steps happen ``ppo_epochs x num_minibatches`` times each)."""

@@ -197,6 +197,19 @@ def test_dynamic_sampling_accumulates_informative_groups_until_the_batch_is_full
         trainer.step(with_rewards(synthetic_episodes(2, 4, seed=12), same))
 
 
+def test_partial_batches_train_on_the_groups_kept_at_the_cap(tiny):
+    config = {"group_size": 4, "batch_size": 8, "max_sampling_rounds": 2, "partial_batches": True}
+    trainer = make("dapo", policy=fresh(tiny), config=config)
+    mixed = with_rewards(synthetic_episodes(2, 4, seed=8), [1, 0, 0, 1, 1, 1, 1, 1])
+    assert trainer.step(mixed)["update"] == 0
+    same = with_rewards(synthetic_episodes(2, 4, seed=9), [1.0] * 8)
+    short = trainer.step(same)
+    assert short["update"] == 1
+    assert short["episodes"] == 4  # the one informative group
+    assert short["dynamic_sampling/groups_kept"] == 1
+    assert trainer.step_count == 1
+
+
 def test_old_logprobs_from_the_engine_or_recomputed(tiny):
     episodes = synthetic_episodes(2, 4, seed=13)  # made-up sampling logprobs in [−9, −5]
     recomputed = make("grpo", policy=fresh(tiny), config=CONFIGS["grpo"] | {"tis_cap": None})

@@ -11,7 +11,8 @@ groups are sampled until the batch is full again::
         groups = collect_groups()                       # e.g. 16 tasks × group_size episodes
         batch = sampler.add(groups, rewards_of(groups))  # [num_groups, group_size]
 
-``add`` raises ``DynamicSamplingExhausted`` when ``max_rounds`` rounds did not fill the batch.
+``add`` raises ``DynamicSamplingExhausted`` when ``max_rounds`` rounds did not fill the batch;
+with ``partial=True`` it returns the groups it kept instead (a smaller batch), unless it kept none.
 """
 
 from __future__ import annotations
@@ -88,12 +89,15 @@ class DynamicSampler(Generic[G]):
     is hit, the sampler starts over for the next training step.
     """
 
-    def __init__(self, target_groups: int, max_rounds: int, *, atol: float = 0.0) -> None:
+    def __init__(
+        self, target_groups: int, max_rounds: int, *, atol: float = 0.0, partial: bool = False
+    ) -> None:
         if target_groups < 1:
             raise ConfigError("target_groups", target_groups, "must be >= 1", "pass B / n")
         if max_rounds < 1:
             raise ConfigError("max_rounds", max_rounds, "must be >= 1", "use e.g. 10")
         self.target_groups, self.max_rounds, self.atol = target_groups, max_rounds, atol
+        self.partial = partial
         self._kept: list[G] = []
         self.rounds = 0
         self.seen = 0
@@ -103,8 +107,9 @@ class DynamicSampler(Generic[G]):
         """Keep the informative ones of ``groups`` (``rewards``: ``[len(groups), n]``).
 
         Returns the batch of exactly ``target_groups`` groups once enough were kept, else None.
-        Raises ``DynamicSamplingExhausted`` when this was round ``max_rounds`` and the batch is
-        still short.
+        When this was round ``max_rounds`` and the batch is still short, returns the groups kept
+        so far if the sampler is ``partial`` and kept any, else raises
+        ``DynamicSamplingExhausted``.
         """
         if rewards.shape[0] != len(groups):
             raise ConfigError(
@@ -122,9 +127,11 @@ class DynamicSampler(Generic[G]):
             self._finish()
             return batch
         if self.rounds >= self.max_rounds:
-            kept, rounds, seen = len(self._kept), self.rounds, self.seen
+            kept, rounds, seen = list(self._kept), self.rounds, self.seen
             self._finish()
-            raise DynamicSamplingExhausted(kept, self.target_groups, rounds, seen)
+            if self.partial and kept:
+                return kept
+            raise DynamicSamplingExhausted(len(kept), self.target_groups, rounds, seen)
         return None
 
     def _finish(self) -> None:
@@ -132,5 +139,6 @@ class DynamicSampler(Generic[G]):
             "dynamic_sampling/rounds": float(self.rounds),
             "dynamic_sampling/groups_seen": float(self.seen),
             "dynamic_sampling/informative_fraction": len(self._kept) / max(self.seen, 1),
+            "dynamic_sampling/groups_kept": float(min(len(self._kept), self.target_groups)),
         }
         self._kept, self.rounds, self.seen = [], 0, 0

@@ -42,6 +42,7 @@ def test_dynamic_sampler_refills_and_drops_the_surplus() -> None:
         "dynamic_sampling/rounds": 2.0,
         "dynamic_sampling/groups_seen": 6.0,
         "dynamic_sampling/informative_fraction": 4 / 6,
+        "dynamic_sampling/groups_kept": 3.0,
     }
     # The next training step starts from an empty batch.
     assert sampler.add(["g"], torch.tensor([[0.0, 1.0]])) is None
@@ -59,6 +60,18 @@ def test_dynamic_sampler_raises_when_the_cap_is_hit_then_starts_over() -> None:
     assert (err.kept, err.target, err.rounds, err.seen) == (0, 2, 2, 4)
     assert "max_sampling_rounds" in str(err)
     assert sampler.add([4, 5], torch.tensor([[0.0, 1.0], [1.0, 0.0]])) == [4, 5]
+
+
+def test_partial_dynamic_sampler_returns_what_it_kept_at_the_cap() -> None:
+    sampler: DynamicSampler[str] = DynamicSampler(target_groups=3, max_rounds=2, partial=True)
+    assert sampler.add(["a", "b"], torch.tensor([[1.0, 1.0], [0.0, 1.0]])) is None
+    assert sampler.add(["c", "d"], torch.tensor([[1.0, 1.0], [1.0, 1.0]])) == ["b"]
+    assert sampler.last_stats["dynamic_sampling/groups_kept"] == 1.0
+    assert sampler.last_stats["dynamic_sampling/rounds"] == 2.0
+    # Nothing kept: nothing to train on, so the cap still raises.
+    assert sampler.add(["e"], torch.ones(1, 2)) is None
+    with pytest.raises(DynamicSamplingExhausted, match="partial_batches"):
+        sampler.add(["f"], torch.ones(1, 2))
 
 
 def test_dynamic_sampler_checks_its_arguments() -> None:
