@@ -96,7 +96,8 @@ _SCALARS: dict[type, Callable[[object], bool]] = {  # bool is an int to Python, 
 def _coerce(name: str, value: object, hint: Any) -> object:
     """``value`` checked against the field type ``hint`` (int → float, str → enum member)."""
     args = typing.get_args(hint)
-    if isinstance(hint, UnionType) and type(None) in args:
+    optional = isinstance(hint, UnionType) and type(None) in args
+    if optional:
         if value is None:
             return None
         (hint,) = [a for a in args if a is not type(None)]
@@ -110,7 +111,8 @@ def _coerce(name: str, value: object, hint: Any) -> object:
         return value
     if not check(value):
         kind = hint.__name__
-        raise ConfigError(name, value, f"must be of type {kind}", f"pass a {kind} value")
+        fix = f"pass a {kind} value" + (" or None (null in JSON and --set)" if optional else "")
+        raise ConfigError(name, value, f"must be of type {kind}", fix)
     return float(value) if hint is float else value  # type: ignore[arg-type]
 
 

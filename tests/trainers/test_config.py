@@ -114,6 +114,10 @@ def test_types_are_checked_and_coerced() -> None:
         GRPOConfig(group_size=True)
     with pytest.raises(ConfigError, match="must be of type bool"):
         DAPOConfig(dynamic_sampling=1)  # type: ignore[arg-type]
+    # An optional field says how to turn it off (--set value_clip=null).
+    with pytest.raises(ConfigError, match=r"must be of type float.*or None \(null"):
+        PPOConfig(value_clip="none")  # type: ignore[arg-type]
+    assert PPOConfig(value_clip=None).value_clip is None
     c = GRPOConfig(learning_rate=1, aggregation="token-mean")  # type: ignore[arg-type]
     assert type(c.learning_rate) is float
     assert c.aggregation is Aggregation.TOKEN_MEAN

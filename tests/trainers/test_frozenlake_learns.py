@@ -1,32 +1,68 @@
-"""Acceptance of the main job: with only the env named, ``agentgym train``'s FrozenLake defaults
-(GRPO) take the tiny policy from random moves to most episodes won (a full run, minutes: slow).
+"""Acceptance of the main job: with only the env (and the algorithm) named, ``agentgym train``'s
+FrozenLake defaults take the tiny policy from random moves to winning more than 0.9 of its
+episodes, with each of PPO, GRPO and DAPO (full runs, minutes each: slow).
 
-Measured (README): 0.078 -> 0.914 (128 episodes, temperature 1), 0.930 on 256 more. The
-threshold here is 0.85, not the issue's 0.9: the run is seeded, but other thread counts and
-machines round differently and the trajectory moves with them; 128 episodes alone give a 95%
-interval of about +-0.05. DAPO and PPO are not checked here yet."""
+The three runs start together as ``agentgym train`` processes of one torch thread each, so on a
+2-CPU machine the module takes about as long as the slowest two runs side by side rather than
+the three in a row. Figures from the same runs are in the README."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from agentgym.trainers.run import RunSpec, train_run
+ALGOS = ("grpo", "dapo", "ppo")
+END_EPISODES = 256  # a 95% interval of about +-0.03 around 0.93
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("frozenlake")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = {}
+    for algo in ALGOS:
+        out = root / algo
+        cmd = [
+            sys.executable,
+            "-m",
+            "agentgym",
+            "train",
+            "--env",
+            "agentgym/FrozenLake-v0",
+            "--algo",
+            algo,
+            "--eval-episodes",
+            str(END_EPISODES),
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+        log = open(root / f"{algo}.log", "w")  # noqa: SIM115 (closed below)
+        procs[algo] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log)
+    for proc, log in procs.values():
+        proc.wait()
+        log.close()
+    return {algo: root / algo for algo in ALGOS}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # ~10 minutes alone on 2 CPUs; the suite's default is 300 s
-def test_the_default_frozenlake_run_learns_to_win_most_episodes(tmp_path):
-    out = tmp_path / "grpo"
-    summary = train_run(
-        RunSpec(
-            env="agentgym/FrozenLake-v0", out=str(out), seed=0, eval_episodes=128, show_bar=False
-        )
-    )
+@pytest.mark.timeout(3600)  # ~25 minutes for the three on 2 CPUs; the suite's default is 300 s
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_default_frozenlake_run_wins_most_episodes(runs: dict[str, Path], algo: str) -> None:
+    out = runs[algo]
+    summary_file = out / "summary.json"
+    log = out.parent / f"{algo}.log"
+    assert summary_file.exists(), log.read_text()[-3000:]
+    summary = json.loads(summary_file.read_text())
     start, end = summary["start"], summary["end"]
     assert start["success_rate"] < 0.3  # random moves
-    assert end["success_rate"] > 0.85, summary
+    assert end["episodes"] == END_EPISODES
+    assert end["success_rate"] > 0.9, summary
     assert end["ci95"][0] > start["ci95"][1]  # the intervals do not overlap
     assert summary["first_batch_success_0.9"] is not None  # some batch won 0.9 of its episodes
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
