@@ -79,7 +79,8 @@ class RunMonitor:
             wall_s=wall,
             collect_s=max(0.0, wall - metrics.get("step_s", 0.0)),
             elapsed_s=self.elapsed,
-            episodes_per_s=metrics.get("episodes", 0.0) / max(wall, 1e-9),
+            episodes_per_s=metrics.get("episodes_sampled", metrics.get("episodes", 0.0))
+            / max(wall, 1e-9),
         )
         step = int(metrics["step"])
         for key, value in metrics.items():

@@ -223,6 +223,14 @@ class Trainer:
         batch = [s for g in groups for s in g]
         metrics.update(run_update(self, batch))
         metrics.update(episode_metrics(batch))
+        if self.sampler is not None:
+            # What the policy did, not only the groups it trained on (those it has not mastered):
+            # reward and success over every episode of the step's sampling rounds.
+            sampled = [s for g in self.sampler.last_seen for s in g]
+            if (kept := metrics.pop("success_rate", None)) is not None:
+                metrics["dynamic_sampling/kept_success_rate"] = kept
+            metrics.update(episode_metrics(sampled), episodes=float(len(batch)))
+            metrics["episodes_sampled"] = float(len(sampled))
         self.step_count += 1
         elapsed = time.perf_counter() - start
         if push_weights:

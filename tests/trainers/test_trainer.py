@@ -190,6 +190,10 @@ def test_dynamic_sampling_accumulates_informative_groups_until_the_batch_is_full
     assert second["update"] == 1
     assert second["episodes"] == 8
     assert second["dynamic_sampling/rounds"] == 2
+    # Reward over everything sampled in the two rounds (16 episodes, 8 rewarded), not only
+    # over the two groups trained on (3 of 8).
+    assert second["episodes_sampled"] == 16
+    assert second["reward_mean"] == pytest.approx(8 / 16)
     same = [1.0] * 8
     trainer.step(with_rewards(synthetic_episodes(2, 4, seed=10), same))
     trainer.step(with_rewards(synthetic_episodes(2, 4, seed=11), same))

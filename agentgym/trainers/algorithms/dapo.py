@@ -99,9 +99,12 @@ class DynamicSampler(Generic[G]):
         self.target_groups, self.max_rounds, self.atol = target_groups, max_rounds, atol
         self.partial = partial
         self._kept: list[G] = []
+        self._seen: list[G] = []
         self.rounds = 0
         self.seen = 0
         self.last_stats: dict[str, float] = {}
+        self.last_seen: list[G] = []
+        """Every group of the rounds behind the last batch returned, kept or not."""
 
     def add(self, groups: Sequence[G], rewards: Tensor) -> list[G] | None:
         """Keep the informative ones of ``groups`` (``rewards``: ``[len(groups), n]``).
@@ -119,6 +122,7 @@ class DynamicSampler(Generic[G]):
                 "pass one row of rewards per group",
             )
         keep = informative_groups(rewards, atol=self.atol).tolist()
+        self._seen.extend(groups)
         self._kept.extend(g for g, k in zip(groups, keep, strict=True) if k)
         self.rounds += 1
         self.seen += len(groups)
@@ -141,4 +145,5 @@ class DynamicSampler(Generic[G]):
             "dynamic_sampling/informative_fraction": len(self._kept) / max(self.seen, 1),
             "dynamic_sampling/groups_kept": float(min(len(self._kept), self.target_groups)),
         }
-        self._kept, self.rounds, self.seen = [], 0, 0
+        self.last_seen = self._seen
+        self._kept, self._seen, self.rounds, self.seen = [], [], 0, 0
