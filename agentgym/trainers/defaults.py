@@ -111,8 +111,14 @@ _DEFAULTS: dict[tuple[str, str], TrainingDefaults] = {
         config={**_FROZENLAKE_DAPO, **_STEP_CREDIT},
         **_FROZENLAKE_RUN,
     ),
+    # Two epochs over each batch (8 optimizer steps) and half the entropy bonus: with the common
+    # settings PPO's critic-based advantages moved the policy less than GiGPO's step credit
+    # (approx_kl ~3x smaller mid-run), its entropy stayed at ~0.35 nats and it ended at 0.76
+    # (value_clip off, a 3x critic learning rate or lam=1 changed little; two epochs alone, 0.8
+    # by update 60).
     ("agentgym/FrozenLake-v0", "ppo"): TrainingDefaults(
-        config={**_FROZENLAKE_COMMON, "gamma": 0.95}, **_FROZENLAKE_RUN
+        config={**_FROZENLAKE_COMMON, "gamma": 0.95, "ppo_epochs": 2, "entropy_coef": 0.05},
+        **{**_FROZENLAKE_RUN, "options": {"decay_steps": 1200, "min_lr_ratio": 0.1}},
     ),
 }
 
