@@ -118,7 +118,8 @@ _DEFAULTS: dict[tuple[str, str], TrainingDefaults] = {
     # by update 60).
     ("agentgym/FrozenLake-v0", "ppo"): TrainingDefaults(
         config={**_FROZENLAKE_COMMON, "gamma": 0.95, "ppo_epochs": 2, "entropy_coef": 0.05},
-        **{**_FROZENLAKE_RUN, "options": {"decay_steps": 1200, "min_lr_ratio": 0.1}},
+        # optimizer steps: 150 updates x 4 minibatches x 2 epochs
+        **{**_FROZENLAKE_RUN, "options": {**_FROZENLAKE_RUN["options"], "decay_steps": 1200}},
     ),
 }
 

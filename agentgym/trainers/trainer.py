@@ -226,7 +226,7 @@ class Trainer:
         if self.sampler is not None:
             # What the policy did, not only the groups it trained on (those it has not mastered):
             # reward and success over every episode of the step's sampling rounds.
-            sampled = [s for g in self.sampler.last_seen for s in g]
+            sampled = [s for g in self.sampler.take_seen() for s in g]
             if (kept := metrics.pop("success_rate", None)) is not None:
                 metrics["dynamic_sampling/kept_success_rate"] = kept
             metrics.update(episode_metrics(sampled), episodes=float(len(batch)))

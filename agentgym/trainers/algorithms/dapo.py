@@ -99,12 +99,10 @@ class DynamicSampler(Generic[G]):
         self.target_groups, self.max_rounds, self.atol = target_groups, max_rounds, atol
         self.partial = partial
         self._kept: list[G] = []
-        self._seen: list[G] = []
+        self._seen: list[G] = []  # every group of this step's rounds, kept or not
+        self._last_seen: list[G] = []
         self.rounds = 0
-        self.seen = 0
         self.last_stats: dict[str, float] = {}
-        self.last_seen: list[G] = []
-        """Every group of the rounds behind the last batch returned, kept or not."""
 
     def add(self, groups: Sequence[G], rewards: Tensor) -> list[G] | None:
         """Keep the informative ones of ``groups`` (``rewards``: ``[len(groups), n]``).
@@ -125,25 +123,31 @@ class DynamicSampler(Generic[G]):
         self._seen.extend(groups)
         self._kept.extend(g for g, k in zip(groups, keep, strict=True) if k)
         self.rounds += 1
-        self.seen += len(groups)
         if len(self._kept) >= self.target_groups:
             batch = self._kept[: self.target_groups]
             self._finish()
             return batch
         if self.rounds >= self.max_rounds:
-            kept, rounds, seen = list(self._kept), self.rounds, self.seen
+            kept, rounds, seen = list(self._kept), self.rounds, len(self._seen)
             self._finish()
             if self.partial and kept:
                 return kept
             raise DynamicSamplingExhausted(len(kept), self.target_groups, rounds, seen)
         return None
 
+    def take_seen(self) -> list[G]:
+        """Every group of the rounds behind the last batch returned, kept or not (once: the
+        sampler lets go of them, so checkpoints do not carry them)."""
+        seen, self._last_seen = self._last_seen, []
+        return seen
+
     def _finish(self) -> None:
+        seen = len(self._seen)
         self.last_stats = {
             "dynamic_sampling/rounds": float(self.rounds),
-            "dynamic_sampling/groups_seen": float(self.seen),
-            "dynamic_sampling/informative_fraction": len(self._kept) / max(self.seen, 1),
+            "dynamic_sampling/groups_seen": float(seen),
+            "dynamic_sampling/informative_fraction": len(self._kept) / max(seen, 1),
             "dynamic_sampling/groups_kept": float(min(len(self._kept), self.target_groups)),
         }
-        self.last_seen = self._seen
-        self._kept, self._seen, self.rounds, self.seen = [], [], 0, 0
+        self._last_seen = self._seen
+        self._kept, self._seen, self.rounds = [], [], 0

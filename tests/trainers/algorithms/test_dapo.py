@@ -68,6 +68,8 @@ def test_partial_dynamic_sampler_returns_what_it_kept_at_the_cap() -> None:
     assert sampler.add(["c", "d"], torch.tensor([[1.0, 1.0], [1.0, 1.0]])) == ["b"]
     assert sampler.last_stats["dynamic_sampling/groups_kept"] == 1.0
     assert sampler.last_stats["dynamic_sampling/rounds"] == 2.0
+    assert sampler.take_seen() == ["a", "b", "c", "d"]
+    assert sampler.take_seen() == []  # handed over once
     # Nothing kept: nothing to train on, so the cap still raises.
     assert sampler.add(["e"], torch.ones(1, 2)) is None
     with pytest.raises(DynamicSamplingExhausted, match="partial_batches"):
