@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from agentgym.core.errors import Error
+from agentgym.inference._fused import FusedDecoder
 from agentgym.inference._prefix import KV, PrefixCache
 from agentgym.inference.base import Completion, FinishReason, SamplingParams
 from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
@@ -49,8 +50,10 @@ class RunningBatch:
         pad_id: int,
         max_positions: int | None,
         prefix_cache: PrefixCache | None = None,
+        fused: bool = True,
     ) -> None:
         self.model = model
+        self.fused = FusedDecoder.build(model) if fused else None
         self.prefix_cache = prefix_cache
         self.decode = decode
         self.pad_id = pad_id
@@ -107,7 +110,15 @@ class RunningBatch:
         assert self.cache is not None
         ids = torch.tensor([[row.tokens[-1]] for row in self.rows])
         self.mask = torch.cat([self.mask, torch.ones(len(self.rows), 1, dtype=torch.long)], dim=1)
-        logits = self._forward(ids, self.mask, self.positions[:, None], self.cache)
+        positions = self.positions[:, None]
+        if self.fused is None:
+            logits = self._forward(ids, self.mask, positions, self.cache)
+        else:
+            device = self.device
+            fused = self.fused(
+                ids.to(device), self.mask.to(device), positions.to(device), self.cache
+            )
+            logits = fused.float().cpu()
         self.positions = self.positions + 1
         return logits
 

@@ -1,0 +1,191 @@
+"""One decode step of a Llama-style causal LM (Llama, Qwen2) without transformers' forward.
+
+``HFEngine`` decodes one token per row per step. For a small model transformers' forward is
+mostly per-call Python and many small kernels (mask building, cache and attention dispatch,
+separate q, k, v and gate, up projections); on a CPU that costs more than the arithmetic. This
+step runs the same layers with the same weights: q, k and v in one matrix product, gate and up
+in one, the model's own rotary embedding module, scaled dot-product attention over the batch's
+``DynamicCache`` (appended with ``cache.update``, as transformers does), a boolean padding mask
+built once per step. Logits match transformers' to float rounding (tests compare them).
+
+Only the decode step is replaced; prompts are prefilled by the model's own forward. Models this
+does not recognise exactly (other architectures, sliding windows, adapters wrapping the linear
+layers, norms or activations of another kind) keep transformers' forward: ``FusedDecoder.build``
+returns None for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["FusedDecoder"]
+
+_ARCHITECTURES = frozenset({"llama", "qwen2"})
+
+_Fused = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]
+"""Per layer: q/k/v weight and bias, gate/up weight and bias (concatenated along outputs)."""
+
+
+class FusedDecoder:
+    """``decoder(ids [B, 1], mask [B, T], positions [B, 1], cache) -> logits [B, V]``.
+
+    ``mask`` covers the cache's columns plus the new token (1 real, 0 padding), as the batch
+    passes it to the model. The concatenated q/k/v and gate/up weights are rebuilt whenever a
+    source parameter changed (an optimizer step in place, ``load_state_dict``): each step checks
+    the parameters' version counters, so a decoder never runs stale weights.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.inner = model.model
+        self.layers = list(self.inner.layers)
+        attention = self.layers[0].self_attn
+        self.heads = int(model.config.num_attention_heads)
+        self.kv_heads = int(model.config.num_key_value_heads)
+        self.head_dim = int(attention.head_dim)
+        self.scale = float(attention.scaling)
+        self.intermediate = int(self.layers[0].mlp.gate_proj.out_features)
+        self._sources = [
+            (
+                layer.self_attn.q_proj,
+                layer.self_attn.k_proj,
+                layer.self_attn.v_proj,
+                layer.mlp.gate_proj,
+                layer.mlp.up_proj,
+            )
+            for layer in self.layers
+        ]
+        self._key: tuple[tuple[int, int], ...] | None = None
+        self._fused: list[_Fused] = []
+
+    @classmethod
+    def build(cls, model: Any) -> FusedDecoder | None:
+        """A decoder for ``model``, or None where its layers are not exactly the ones this
+        step computes."""
+        return cls(model) if _supported(model) else None
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        fused = self._weights()
+        rows = ids.shape[0]
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        x = self.inner.embed_tokens(ids)  # [B, 1, H]
+        cos, sin = self.inner.rotary_emb(x, positions)  # [B, 1, D]
+        cos, sin = cos[:, None], sin[:, None]  # [B, 1, 1, D], broadcast over heads
+        attend = mask.bool()[:, None, None, :]  # [B, 1, 1, T]
+        for i, layer in enumerate(self.layers):
+            qkv_weight, qkv_bias, gate_up_weight, gate_up_bias = fused[i]
+            h = _rms_norm(x, layer.input_layernorm)
+            q, k, v = F.linear(h, qkv_weight, qkv_bias).split([q_size, kv_size, kv_size], -1)
+            q = _rotate(q.view(rows, 1, self.heads, self.head_dim).transpose(1, 2), cos, sin)
+            k = _rotate(k.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
+            v = v.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2)
+            k, v = cache.update(k, v, i)  # [B, kv_heads, T, D]
+            attended = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attend, scale=self.scale, enable_gqa=True
+            )  # [B, heads, 1, D]
+            x = x + layer.self_attn.o_proj(attended.transpose(1, 2).reshape(rows, 1, q_size))
+            h = _rms_norm(x, layer.post_attention_layernorm)
+            gate, up = F.linear(h, gate_up_weight, gate_up_bias).split([self.intermediate] * 2, -1)
+            x = x + layer.mlp.down_proj(F.silu(gate) * up)
+        x = _rms_norm(x, self.inner.norm)
+        return self.model.lm_head(x)[:, -1]  # [B, V]
+
+    def _weights(self) -> list[_Fused]:
+        key = tuple(
+            (p.data_ptr(), p._version)
+            for modules in self._sources
+            for module in modules
+            for p in (module.weight, module.bias)
+            if p is not None
+        )
+        if key != self._key:
+            with torch.no_grad():
+                self._fused = [_fuse(*modules) for modules in self._sources]
+            self._key = key
+        return self._fused
+
+
+def _fuse(*linears: torch.nn.Linear) -> _Fused:
+    q, k, v, gate, up = linears
+    qkv_bias = None if q.bias is None else torch.cat([q.bias, k.bias, v.bias])
+    gate_up_bias = None if gate.bias is None else torch.cat([gate.bias, up.bias])
+    return (
+        torch.cat([q.weight, k.weight, v.weight]),
+        qkv_bias,
+        torch.cat([gate.weight, up.weight]),
+        gate_up_bias,
+    )
+
+
+def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    # As Llama's and Qwen2's RMSNorm: normalise in float32, scale in the input's dtype.
+    dtype = x.dtype
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * x32.to(dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def _supported(model: Any) -> bool:
+    config = getattr(model, "config", None)
+    inner = getattr(model, "model", None)
+    if config is None or inner is None or getattr(config, "model_type", None) not in _ARCHITECTURES:
+        return False
+    if getattr(config, "hidden_act", None) != "silu" or getattr(config, "pretraining_tp", 1) != 1:
+        return False
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or ()):
+        return False  # sliding-window layers
+    if getattr(config, "use_sliding_window", False):
+        return False
+    if not all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
+        return False
+    if type(getattr(model, "lm_head", None)) is not torch.nn.Linear or not len(inner.layers):
+        return False
+    return all(_plain_layer(layer) for layer in inner.layers) and _plain_norm(inner.norm)
+
+
+def _plain_layer(layer: Any) -> bool:
+    attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+    names = (("q_proj", "k_proj", "v_proj", "o_proj"), ("gate_proj", "up_proj", "down_proj"))
+    # Exactly nn.Linear: an adapter (LoRA) or a quantised layer computes something else.
+    linear = all(
+        type(getattr(module, name, None)) is torch.nn.Linear
+        for module, group in zip((attention, mlp), names, strict=True)
+        for name in group
+    )
+    if not linear or not all(hasattr(attention, a) for a in ("head_dim", "scaling")):
+        return False
+    # Biases are concatenated with their weights: all of q, k, v have one or none do.
+    if (
+        len(
+            {
+                attention.q_proj.bias is None,
+                attention.k_proj.bias is None,
+                attention.v_proj.bias is None,
+            }
+        )
+        > 1
+    ):
+        return False
+    if (mlp.gate_proj.bias is None) != (mlp.up_proj.bias is None):
+        return False
+    norms = (
+        getattr(layer, "input_layernorm", None),
+        getattr(layer, "post_attention_layernorm", None),
+    )
+    return all(_plain_norm(norm) for norm in norms)
+
+
+def _plain_norm(norm: Any) -> bool:
+    return type(norm).__name__ in ("LlamaRMSNorm", "Qwen2RMSNorm") and hasattr(
+        norm, "variance_epsilon"
+    )
