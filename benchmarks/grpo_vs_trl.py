@@ -131,7 +131,9 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
         return elapsed, sum(len(c.token_ids) for c in completions), metrics
 
     async def main() -> dict[str, Any]:
-        engine = HFEngine(model, tokenizer, max_batch_size=n, seed=args.seed)
+        engine = HFEngine(
+            model, tokenizer, max_batch_size=n, seed=args.seed, threads=args.engine_threads
+        )
         try:
             for step in range(args.warmup):
                 await one_step(engine, step)
@@ -259,6 +261,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--engine-threads",
+        type=int,
+        help="agentgym only: torch threads of HFEngine's decoding (default: --threads); the "
+        "update keeps --threads",
+    )
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed one")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps (median reported)")
@@ -279,6 +287,7 @@ def main() -> None:
         f"--group-size={args.group_size}",
         f"--max-new-tokens={args.max_new_tokens}",
         f"--threads={args.threads}",
+        *([f"--engine-threads={args.engine_threads}"] if args.engine_threads else []),
         f"--lr={args.lr}",
         f"--warmup={args.warmup}",
         f"--repeats={args.repeats}",
@@ -306,7 +315,9 @@ def main() -> None:
     print(
         f"\nOne GRPO step: {args.prompts} prompts × {args.group_size} completions × "
         f"{args.max_new_tokens} new tokens ({n * args.max_new_tokens} tokens), "
-        f"{args.threads} torch threads, OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}; median of "
+        f"{args.threads} torch threads"
+        + (f" (agentgym's engine {args.engine_threads})" if args.engine_threads else "")
+        + f", OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}; median of "
         f"{args.repeats} steps after {args.warmup} warm-up step(s)\n"
     )
     print("| side | step s | tokens | tokens/s | peak RSS MB |")

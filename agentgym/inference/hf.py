@@ -71,6 +71,10 @@ class HFEngine:
             transformers' logits to float rounding at about half the time per step for small
             models on a CPU; other models always use transformers' forward. False: always use
             transformers' forward.
+        threads: torch threads of the engine's worker, which runs every prefill and decode step
+            (default: ``torch.get_num_threads()`` when the engine is made). On a CPU a small
+            model's decode kernels are too small to share: one thread can decode faster than
+            two while the trainer's update, in the caller's thread, keeps using more.
     """
 
     def __init__(
@@ -83,9 +87,16 @@ class HFEngine:
         seed: int | None = None,
         prefix_cache_bytes: int = 256 * 2**20,
         fused_decode: bool = True,
+        threads: int | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError("max_batch_size", max_batch_size, "must be >= 1", "use e.g. 64")
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise ConfigError(
+                "threads", threads, "must be an int >= 1 or None", "use e.g. 1, or None for torch's"
+            )
         if not isinstance(prefix_cache_bytes, int) or prefix_cache_bytes < 0:
             raise ConfigError(
                 "prefix_cache_bytes", prefix_cache_bytes, "must be an int >= 0", "use 0 to turn off"
@@ -117,7 +128,7 @@ class HFEngine:
             max_workers=1,
             thread_name_prefix="agentgym-hfengine",
             initializer=torch.set_num_threads,
-            initargs=(torch.get_num_threads(),),
+            initargs=(threads or torch.get_num_threads(),),
         )
         self._paused = 0
         self._closed = False

@@ -216,10 +216,12 @@ def micro_batch_loss(
     out: PolicyOutput,
     micro: TrainBatch,
     normalizer: float,
-    entropy_coef: float | None = None,
+    entropy_coef: float,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """This micro-batch's share of the minibatch loss, and its stats (see
-    ``TOKEN_MEAN_STATS``). ``micro.old_logprobs`` None: on-policy, π_old = π_θ detached."""
+    ``TOKEN_MEAN_STATS``). ``micro.old_logprobs`` None: on-policy, π_old = π_θ detached.
+    ``entropy_coef``: the bonus's weight at this update, ``entropy_coefficient(config, step)``
+    (required: ``config.entropy_coef`` alone would skip its decay)."""
     mask = micro.loss_mask
     tokens = mask.sum()
     old = micro.old_logprobs if micro.old_logprobs is not None else out.logprobs.detach()
@@ -251,8 +253,7 @@ def micro_batch_loss(
     stats["approx_kl"] = policy.approx_kl * tokens
     if out.entropy is not None:
         stats["entropy"] = masked_sum(out.entropy.detach(), mask)
-    coef = config.entropy_coef if entropy_coef is None else entropy_coef
-    if coef > 0:
+    if entropy_coef > 0:
         bonus = aggregate(
             _need(out.entropy, "entropy"),
             mask,
@@ -260,8 +261,8 @@ def micro_batch_loss(
             max_length=config.aggregation_length,
             normalizer=normalizer,
         )
-        loss = loss - coef * bonus
-        stats["entropy_loss"] = -coef * bonus.detach()
+        loss = loss - entropy_coef * bonus
+        stats["entropy_loss"] = -entropy_coef * bonus.detach()
     if micro.ref_logprobs is not None:
         kl = kl_estimate(out.logprobs.detach(), micro.ref_logprobs, config.kl_estimator)
         stats["kl"] = masked_sum(kl, mask)

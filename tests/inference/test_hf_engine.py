@@ -529,3 +529,25 @@ def test_choices_outside_the_vocabulary_are_rejected(tiny):
     with pytest.raises(ConfigError, match="vocabulary") as error:
         asyncio.run(run())
     assert error.value.name == "choices"
+
+
+def test_threads_sets_the_workers_torch_threads(tiny):
+    model, tok = tiny
+
+    async def worker_threads(**kwargs):
+        engine = HFEngine(model, tok, **kwargs)
+        done = await engine.generate([5, 6, 7], SamplingParams(max_tokens=2, seed=0))
+        # The worker runs every step; ask it from that same thread.
+        threads = await asyncio.get_running_loop().run_in_executor(
+            engine._executor, torch.get_num_threads
+        )
+        await engine.close()
+        assert len(done.token_ids) == 2
+        return threads
+
+    assert torch.get_num_threads() == 1  # this module's setting
+    assert asyncio.run(worker_threads()) == 1
+    assert asyncio.run(worker_threads(threads=2)) == 2
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigError, match="threads"):
+            HFEngine(model, tok, threads=bad)
