@@ -110,6 +110,7 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
         start = time.perf_counter()
         jobs = [engine.generate(p, sampling) for p in prompts for _ in range(args.group_size)]
         completions = await asyncio.gather(*jobs)
+        generated = time.perf_counter() - start
         flat = [p for p in prompts for _ in range(args.group_size)]
         rewards = rewards_for(n, step, args.seed)
         episodes = []
@@ -128,6 +129,7 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
             )
         metrics = trainer.step(episodes, push_weights=False)
         elapsed = time.perf_counter() - start
+        metrics = {**metrics, "generate_s": generated}
         return elapsed, sum(len(c.token_ids) for c in completions), metrics
 
     async def main() -> dict[str, Any]:
@@ -137,18 +139,20 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for step in range(args.warmup):
                 await one_step(engine, step)
-            times, updates, tokens = [], [], 0
+            times, updates, generations, tokens = [], [], [], 0
             for step in range(args.warmup, args.warmup + args.repeats):
                 elapsed, tokens, metrics = await one_step(engine, step)
                 assert metrics.get("update") == 1.0, metrics
                 times.append(elapsed)
                 updates.append(metrics["step_s"])
+                generations.append(metrics["generate_s"])
         finally:
             await engine.close()
         return {
             "step_s": statistics.median(times),
             "step_times": times,
-            "update_s": statistics.median(updates),  # trainer.step alone; the rest is generation
+            "update_s": statistics.median(updates),  # trainer.step alone
+            "generate_s": statistics.median(generations),  # the engine's 64 completions
             "tokens": tokens,
         }
 

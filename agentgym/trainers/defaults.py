@@ -102,9 +102,20 @@ _FROZENLAKE_RUN: dict[str, Any] = {
 _STEP_CREDIT: dict[str, Any] = {"step_credit": 1.0, "gamma": 0.95}
 
 _DEFAULTS: dict[tuple[str, str], TrainingDefaults] = {
-    # Mean-only group advantages (Dr. GRPO), no KL.
+    # Mean-only group advantages (Dr. GRPO), no KL. The entropy bonus reaches 0 at update 100,
+    # so the last 50 updates sharpen the policy at the falling learning rate: 0.949 and 0.967
+    # at the end (seeds 0 and 1, 256 and 512 episodes) against 0.914-0.938 with the bonus
+    # falling over all 150. DAPO and PPO keep 150: with 100, DAPO's informative groups fell
+    # from ~45% to none in 3 sampling rounds at update 58 (DynamicSamplingExhausted), and PPO
+    # ended at 0.941, as before.
     ("agentgym/FrozenLake-v0", "grpo"): TrainingDefaults(
-        config={**_FROZENLAKE_COMMON, **_STEP_CREDIT, "kl_beta": 0.0, "scale_by_std": False},
+        config={
+            **_FROZENLAKE_COMMON,
+            **_STEP_CREDIT,
+            "kl_beta": 0.0,
+            "scale_by_std": False,
+            "entropy_decay_steps": 100,
+        },
         **_FROZENLAKE_RUN,
     ),
     ("agentgym/FrozenLake-v0", "dapo"): TrainingDefaults(
