@@ -67,10 +67,10 @@ class HFEngine:
             (the next turn of a conversation) prefills only its new tokens; 0 turns it off.
             Dropped on ``update_weights``.
         fused_decode: decode Llama and Qwen2 models with ``agentgym``'s own step (q/k/v and
-            gate/up in one matrix product each, no per-step mask building), which gives
-            transformers' logits to float rounding at about half the time per step for small
-            models on a CPU; other models always use transformers' forward. False: always use
-            transformers' forward.
+            gate/up in one matrix product each, no per-step mask building): transformers'
+            logits to float rounding, in about half the time per step for the tiny policy on a
+            CPU (``benchmarks/README.md``). Other models always use transformers' forward;
+            False: every model does.
         threads: torch threads of the engine's worker, which runs every prefill and decode step
             (default: ``torch.get_num_threads()`` when the engine is made). On a CPU a small
             model's decode kernels are too small to share: one thread can decode faster than
