@@ -150,6 +150,9 @@ def _supported(model: Any) -> bool:
         return False
     if type(getattr(model, "lm_head", None)) is not torch.nn.Linear or not len(inner.layers):
         return False
+    # Weights made under torch.inference_mode have no version counter to watch for changes.
+    if any(p.is_inference() for p in model.parameters()):
+        return False
     return all(_plain_layer(layer) for layer in inner.layers) and _plain_norm(inner.norm)
 
 

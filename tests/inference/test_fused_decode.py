@@ -157,6 +157,10 @@ def test_models_it_does_not_compute_exactly_keep_transformers_forward():
     old = adapted.model.layers[1].self_attn.v_proj
     adapted.model.layers[1].self_attn.v_proj = LoRALinear(old.in_features, old.out_features)
     assert FusedDecoder.build(adapted) is None
+    # Weights made under inference mode: no version counter to follow in-place changes.
+    with torch.inference_mode():
+        frozen, _ = load(seed=0)
+    assert FusedDecoder.build(frozen) is None
     # Another architecture.
     from transformers import GPT2Config, GPT2LMHeadModel
 
