@@ -16,7 +16,10 @@ def main(label, folder):
         import docker
 
         client = docker.from_env(timeout=60)
-        for container in client.containers.list(all=True, filters={"label": label}):
+        containers = client.containers.list(
+            all=True, filters={"label": label}, ignore_removed=True
+        )  # one removed meanwhile (its pool closing) must not stop the rest
+        for container in containers:
             # already gone, or the daemon is going down with us: nothing more to do
             with contextlib.suppress(Exception):
                 container.remove(force=True)

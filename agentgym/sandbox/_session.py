@@ -117,7 +117,11 @@ def cleanup_stale(*, everything: bool = False) -> int:
         import docker
 
         client = docker.from_env(timeout=60)
-        containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+        # ignore_removed: a container removed while listing (a pool closing, a reaper) would
+        # otherwise raise NotFound and skip every other container.
+        containers = client.containers.list(
+            all=True, filters={"label": OWNER_LABEL}, ignore_removed=True
+        )
     except Exception:  # no SDK or no daemon: no containers to clean
         return removed
     for container in containers:

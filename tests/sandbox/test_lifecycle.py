@@ -139,7 +139,7 @@ def _bwrap_ok() -> bool:
 
 def _labelled(client: Any, **labels: str) -> list[Any]:
     filters = [f"{k.replace('_', '.')}={v}" for k, v in labels.items()] or ["agentgym.sandbox"]
-    return client.containers.list(all=True, filters={"label": filters})
+    return client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
 
 
 def test_pool_close_removes_every_container(docker_pool: Any) -> None:
