@@ -284,6 +284,11 @@ class AlgorithmConfig(TrainerConfig):
     entropy_decay_steps: int = 0
     """Updates over which the entropy bonus falls linearly from entropy_coef to 0 (explore
     early, commit late); 0 keeps it constant."""
+    target_kl: float | None = None
+    """KL early stopping (as in Spinning Up and SB3): once a minibatch's approx_kl, the k3
+    estimate of KL[π_old ‖ π_θ] over its tokens measured before its optimizer step, exceeds
+    this, the update skips its remaining optimizer steps (epochs and minibatches); None: off.
+    Only matters with several optimizer steps per update (ppo_epochs x num_minibatches > 1)."""
     tis_cap: float | None = None
     """Truncated importance sampling: weight each token by min(π_old / π_sampler, C) with this
     C when the engine's logprobs differ from the trainer's (e.g. SGLang); None: off."""
@@ -299,6 +304,7 @@ class AlgorithmConfig(TrainerConfig):
         "kl_beta": ">= 0",
         "entropy_coef": ">= 0",
         "entropy_decay_steps": ">= 0",
+        "target_kl": "> 0",
         "tis_cap": ">= 1",
     }
 

@@ -1,5 +1,6 @@
 """One update of a trainer: the no-gradient pass (π_old, π_ref, V_old), advantages, then
-``ppo_epochs`` x ``num_minibatches`` optimizer steps, each accumulated over micro-batches.
+``ppo_epochs`` x ``num_minibatches`` optimizer steps, each accumulated over micro-batches
+(fewer when ``target_kl`` stops the update early).
 
 Every rank holds the whole batch and runs the same plan (``batch.plan_micro_batches``); the
 no-gradient results of each rank's rows are summed into full ``[B, T]`` tensors, so advantages
@@ -163,12 +164,16 @@ def run_update(trainer: Trainer, samples: Sequence[Sample]) -> dict[str, float]:
     batch, minibatches = _prepared(trainer, samples)
     config = trainer.config
     lr = trainer.backend.learning_rate()  # the first optimizer step's (warm-up moves it after)
-    history = [
-        _train_minibatch(trainer, batch, rows)
-        for _ in range(config.ppo_epochs)
-        for rows in minibatches
-    ]
+    plan = [rows for _ in range(config.ppo_epochs) for rows in minibatches]
+    history: list[dict[str, float]] = []
+    for rows in plan:
+        history.append(_train_minibatch(trainer, batch, rows))
+        # approx_kl is all-reduced, so every rank stops at the same step
+        if config.target_kl is not None and history[-1]["approx_kl"] > config.target_kl:
+            break
     metrics = {name: sum(h[name] for h in history) / len(history) for name in history[0]}
+    metrics["optimizer_steps"] = float(len(history))
+    metrics["kl_stopped"] = float(len(history) < len(plan))
     metrics["grad_norm_max"] = max(h["grad_norm"] for h in history)
     metrics["lr"] = lr
     metrics["sampled_tokens"] = float(batch.loss_mask.sum())

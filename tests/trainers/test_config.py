@@ -65,6 +65,7 @@ def test_ppo_defaults_use_a_critic_and_gae() -> None:
         (GRPOConfig, "batch_size", 12, "multiple of group_size=8"),
         (GRPOConfig, "num_minibatches", 3, "must divide batch_size=64"),
         (GRPOConfig, "ppo_epochs", 0, ">= 1"),
+        (PPOConfig, "target_kl", 0.0, "> 0"),
         (GRPOConfig, "max_grad_norm", 0.0, "> 0"),
         (GRPOConfig, "temperature", 0.0, "> 0"),
         (GRPOConfig, "max_new_tokens", 0, ">= 1"),

@@ -257,6 +257,34 @@ def test_one_optimizer_step_takes_pi_old_from_the_live_pass_with_the_recomputed_
         torch.testing.assert_close(ours[name], tensor, rtol=0, atol=1e-6)
 
 
+def test_target_kl_stops_the_update_after_the_step_whose_kl_exceeds_it(tiny, monkeypatch):
+    config = {"group_size": 4, "batch_size": 8, "num_minibatches": 4, "ppo_epochs": 2}
+    config |= {"learning_rate": 3e-3, "kl_beta": 0.0}
+    episodes = synthetic_episodes(2, 4, seed=16)
+    seen: list[float] = []
+    train_minibatch = update._train_minibatch
+
+    def recording(trainer, batch, rows):
+        result = train_minibatch(trainer, batch, rows)
+        seen.append(result["approx_kl"])
+        return result
+
+    monkeypatch.setattr(update, "_train_minibatch", recording)
+    full = make("grpo", policy=fresh(tiny), config=config).step(episodes)
+    assert (full["optimizer_steps"], full["kl_stopped"]) == (8, 0)
+    assert seen[0] < 1e-6  # π_old is π_θ before the first step
+    target = max(seen[1:]) / 2  # below the largest KL the plain update reached after step 1
+    seen.clear()
+    stopped = make("grpo", policy=fresh(tiny), config=config | {"target_kl": target}).step(episodes)
+    steps = int(stopped["optimizer_steps"])
+    assert 2 <= steps < 8
+    assert stopped["kl_stopped"] == 1
+    assert len(seen) == steps
+    assert all(kl <= target for kl in seen[:-1])
+    assert seen[-1] > target
+    assert stopped["approx_kl"] == pytest.approx(sum(seen) / steps)
+
+
 def mean_logprob(trainer, episodes: list[Episode]) -> float:
     batch = TrainBatch.collate(episodes, pad_token_id=0)
     with torch.no_grad():
