@@ -90,17 +90,24 @@ def sample_rows(
 
     A draw inverts the row's cumulative distribution at one uniform number: exact, one random
     number per row instead of one per vocabulary entry, and one vectorised search for the batch.
-    The cumulative sums are float64, so rounding moves a draw across a token boundary with
-    probability ~1e-16 per token, far below what any number of samples can see.
+    The probabilities are ``exp(logprobs)`` in the logprobs' precision, summed in float64, so the
+    draw follows exactly the probabilities the logprobs state (to their own rounding) and
+    summation rounding moves a draw across a token boundary with probability ~1e-16 per token.
     """
-    tokens = logprobs.argmax(dim=-1)
     drawn = [row for row, is_greedy in enumerate(greedy) if not is_greedy]
     if not drawn:
-        return tokens
+        return logprobs.argmax(dim=-1)
     # u in (0, 1]: the first token whose cumulative mass reaches u * total has positive mass.
     draws = [torch.rand(1, generator=generators[row], dtype=torch.float64) for row in drawn]
     u = 1 - torch.cat(draws)
-    cdf = logprobs[drawn].double().exp().cumsum(dim=-1)  # [R, V]
+    every = len(drawn) == len(greedy)
+    rows = logprobs if every else logprobs[drawn]
+    # a float64 exp costs several times the float32 one, for accuracy the logprobs do not have
+    cdf = torch.cumsum(rows.exp(), dim=-1, dtype=torch.float64)  # [R, V]
     target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)  # [R, 1]
-    tokens[drawn] = torch.searchsorted(cdf, target)[:, 0].clamp(max=cdf.shape[-1] - 1)
+    picked = torch.searchsorted(cdf, target)[:, 0].clamp(max=cdf.shape[-1] - 1)
+    if every:
+        return picked
+    tokens = logprobs.argmax(dim=-1)
+    tokens[drawn] = picked
     return tokens

@@ -51,18 +51,63 @@ def token_logprobs(
     scaled = logits.float() if temperature == 1 else logits.float() / temperature  # x / 1 == x
     if allowed is not None:
         scaled = restrict_logits(scaled, allowed[:, 1:][positions])
-    logp = torch.log_softmax(scaled, dim=-1)  # [N, V]
     targets = token_ids[:, 1:][positions]  # [N]
-    picked = logits.new_zeros(positions.shape, dtype=logp.dtype)  # [B, T-1]
-    picked[positions] = logp.gather(-1, targets[:, None]).squeeze(-1)
+    chosen, chosen_entropy = _LogprobEntropy.apply(
+        scaled, targets, with_entropy, allowed is not None
+    )
+    picked = chosen.new_zeros(positions.shape)  # [B, T-1]
+    picked[positions] = chosen
     entropy = None
     if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = picked.new_zeros(positions.shape)
-            # 0 · log 0 = 0 for the tokens a restriction left out (logp = -inf there)
-            entropy[positions] = -(logp.exp() * logp.masked_fill(logp.isinf(), 0.0)).sum(-1)
-            entropy = _shift(entropy)
+        if not entropy_grad:
+            chosen_entropy = chosen_entropy.detach()
+        entropy = picked.new_zeros(positions.shape)
+        entropy[positions] = chosen_entropy
+        entropy = _shift(entropy)
     return _shift(picked), entropy
+
+
+class _LogprobEntropy(torch.autograd.Function):
+    """``log_softmax(s)[target]`` and the entropy of ``softmax(s)``, row by row (``s``
+    ``[N, V]``), in fewer passes over ``[N, V]`` than the composed ops (log-softmax, gather,
+    ``−Σ p·log p`` and their backwards). Only the log-softmax is kept for the backward, as
+    log-softmax's own backward keeps it, and the backward writes the gradient in one pass.
+
+    With ``log p = log_softmax(s)`` and ``H = −Σ p·log p``: ∂logprob/∂s = onehot − p and
+    ∂H/∂s = −p·(log p + H). ``masked``: ``s`` may hold -inf (a restriction); there p = 0 and
+    the entropy's term 0 · log 0 is taken as 0.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor, targets: Tensor, with_entropy: bool, masked: bool) -> Any:
+        logp = torch.log_softmax(s, dim=-1)  # [N, V]
+        chosen = logp.gather(-1, targets[:, None])[:, 0]
+        entropy = chosen.new_zeros(chosen.shape)
+        if with_entropy:
+            finite = logp.masked_fill(logp.isinf(), 0.0) if masked else logp
+            entropy = -torch.bmm(logp.exp()[:, None, :], finite[:, :, None])[:, 0, 0]
+        ctx.save_for_backward(logp, targets, entropy)
+        ctx.masked = masked
+        ctx.set_materialize_grads(False)
+        return chosen, entropy
+
+    @staticmethod
+    def backward(ctx: Any, grad_chosen: Tensor | None, grad_entropy: Tensor | None) -> Any:
+        logp, targets, entropy = ctx.saved_tensors
+        if grad_chosen is None and grad_entropy is None:
+            return None, None, None, None
+        grad = logp.exp()  # p; 0 where s is -inf
+        if grad_entropy is None:
+            grad.mul_(-grad_chosen[:, None])
+        else:
+            finite = logp.masked_fill(logp.isinf(), 0.0) if ctx.masked else logp
+            weight = (finite + entropy[:, None]).mul_(-grad_entropy[:, None])
+            if grad_chosen is not None:
+                weight -= grad_chosen[:, None]
+            grad.mul_(weight)
+        if grad_chosen is not None:
+            grad.scatter_add_(-1, targets[:, None], grad_chosen[:, None])
+        return grad, None, None, None
 
 
 def restrict_logits(
