@@ -229,12 +229,17 @@ class RunningBatch:
         params = [row.sampling for row in self.rows]
         if any(p.choices for p in params):
             logits = self._constrain(logits)
-        logprobs = sampling_logprobs(
-            logits,
-            temperature=torch.tensor([p.temperature for p in params]),
-            top_k=torch.tensor([p.top_k for p in params]),
-            top_p=torch.tensor([p.top_p for p in params]),
-        )
+        settings = {(p.temperature, p.top_k, p.top_p) for p in params}
+        if len(settings) == 1:  # one setting for the batch: numbers, not per-row tensors
+            temperature, top_k, top_p = settings.pop()
+            logprobs = sampling_logprobs(logits, temperature, top_k, top_p)
+        else:
+            logprobs = sampling_logprobs(
+                logits,
+                temperature=torch.tensor([p.temperature for p in params]),
+                top_k=torch.tensor([p.top_k for p in params]),
+                top_p=torch.tensor([p.top_p for p in params]),
+            )
         tokens = sample_rows(logprobs, [p.greedy for p in params], [r.generator for r in self.rows])
         chosen = logprobs.gather(1, tokens[:, None])[:, 0]
         for row, token, logprob, used in zip(

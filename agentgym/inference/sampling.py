@@ -52,6 +52,9 @@ def sampling_logprobs(
     tokens get ``-inf``. Computed in float32.
     """
     logits = logits.float()
+    if _unfiltered(temperature, top_k, top_p):  # one setting for every row, no filter
+        divisor = float(temperature) or 1.0  # type: ignore[arg-type]
+        return torch.log_softmax(logits if divisor == 1 else logits / divisor, dim=-1)
     lead = logits.shape[:-1]
     vocab = logits.shape[-1]
     temp = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device).expand(lead)
@@ -64,6 +67,19 @@ def sampling_logprobs(
     if bool((k < vocab).any()) or bool((p < 1).any()):
         scaled = _filter(scaled, k, p)
     return torch.log_softmax(scaled, dim=-1)
+
+
+def _unfiltered(temperature: object, top_k: object, top_p: object) -> bool:
+    """Whether the settings are plain numbers that filter nothing (the common case, and the
+    cheap one: no per-row tensors)."""
+    numbers = (int, float)
+    return (
+        isinstance(temperature, numbers)
+        and isinstance(top_k, numbers)
+        and isinstance(top_p, numbers)
+        and top_k <= 0
+        and top_p >= 1
+    )
 
 
 def _filter(scaled: torch.Tensor, k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:

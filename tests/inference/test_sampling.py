@@ -91,6 +91,19 @@ def test_per_row_parameters():
     torch.testing.assert_close(out[1], torch.log_softmax(LOGITS.flip(0) / 2, 0))
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+def test_one_setting_for_all_rows_gives_what_per_row_tensors_give(temperature):
+    logits = torch.randn(3, 50) * 3
+    rows = logits.shape[0]
+    per_row = sampling_logprobs(
+        logits,
+        torch.full((rows,), temperature),
+        torch.zeros(rows, dtype=torch.long),
+        torch.ones(rows),
+    )
+    torch.testing.assert_close(sampling_logprobs(logits, temperature), per_row, rtol=0, atol=1e-6)
+
+
 def test_sample_rows_draws_from_the_distribution_with_each_rows_generator():
     logp = sampling_logprobs(LOGITS.expand(2, 4), 1.0, top_k=2)
     counts = torch.zeros(4)
