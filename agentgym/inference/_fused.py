@@ -5,8 +5,9 @@ mostly per-call Python and many small kernels (mask building, cache and attentio
 separate q, k, v and gate, up projections); on a CPU that costs more than the arithmetic. This
 step runs the same layers with the same weights: q, k and v in one matrix product, gate and up
 in one, the model's own rotary embedding module, scaled dot-product attention over the batch's
-``DynamicCache`` (appended with ``cache.update``, as transformers does), a boolean padding mask
-built once per step. Logits match transformers' to float rounding (tests compare them).
+``DynamicCache`` (each layer's new column written into spare columns of a buffer, not
+concatenated), a boolean padding mask built once per step. Logits match transformers' to float
+rounding (tests compare them).
 
 Only the decode step is replaced; prompts are prefilled by the model's own forward. Models this
 does not recognise exactly (other architectures, sliding windows, adapters wrapping the linear
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 __all__ = ["FusedDecoder"]
 
@@ -84,7 +86,7 @@ class FusedDecoder:
             q = _rotate(q.view(rows, 1, self.heads, self.head_dim).transpose(1, 2), cos, sin)
             k = _rotate(k.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
             v = v.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2)
-            k, v = cache.update(k, v, i)  # [B, kv_heads, T, D]
+            k, v = _append(cache.layers[i], k, v)  # [B, kv_heads, T, D]
             attended = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attend, scale=self.scale, enable_gqa=True
             )  # [B, heads, 1, D]
@@ -119,6 +121,42 @@ def _fuse(*linears: torch.nn.Linear) -> _Fused:
         qkv_bias,
         torch.cat([gate.weight, up.weight]),
         gate_up_bias,
+    )
+
+
+_SPARE = 64
+"""Columns a layer's key and value buffers get beyond what they hold when they are (re)made."""
+
+
+def _append(layer: Any, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """``cache.update`` for one new column without copying the cache: the layer's keys and
+    values become views of buffers with spare columns, and each step writes the new column into
+    the next free one (``DynamicLayer.update`` concatenates, copying the whole cache every step
+    and layer). Anything that replaces the layer's tensors (the batch selecting rows, trimming or
+    joining) leaves them no longer views of the buffers; the next step makes new ones."""
+    keys, values = layer.keys, layer.values
+    used = keys.shape[-2]
+    buffers = getattr(layer, "_agentgym_buffers", None)
+    if buffers is None or not (_leads(keys, buffers[0], used) and _leads(values, buffers[1], used)):
+        rows, heads, _, dim = keys.shape
+        buffers = tuple(t.new_empty(rows, heads, used + _SPARE, dim) for t in (keys, values))
+        buffers[0][..., :used, :] = keys
+        buffers[1][..., :used, :] = values
+        layer._agentgym_buffers = buffers
+    key_buffer, value_buffer = buffers
+    key_buffer[..., used, :] = k[..., 0, :]
+    value_buffer[..., used, :] = v[..., 0, :]
+    layer.keys, layer.values = key_buffer[..., : used + 1, :], value_buffer[..., : used + 1, :]
+    return layer.keys, layer.values
+
+
+def _leads(tensor: Tensor, buffer: Tensor, used: int) -> bool:
+    """Whether ``tensor`` is the first ``used`` columns of ``buffer``, with a free one after."""
+    return (
+        tensor.data_ptr() == buffer.data_ptr()
+        and tensor.stride() == buffer.stride()
+        and tensor.shape[:2] == buffer.shape[:2]
+        and used < buffer.shape[-2]
     )
 
 

@@ -11,6 +11,7 @@ Runs on the engine's worker thread only.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -23,7 +24,12 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class PrefixCache:
-    """Per-row KV caches keyed by the token ids they encode, within ``max_bytes``."""
+    """Per-row KV caches keyed by the token ids they encode, within ``max_bytes``.
+
+    Entries are also indexed by their length and last token, so a lookup costs one dictionary
+    probe per distinct kept length shorter than the prompt, not a scan of every entry (an engine
+    keeps thousands of finished turns, and every joining prompt looks them up).
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -31,6 +37,9 @@ class PrefixCache:
         self.hits = 0
         self.reused_tokens = 0
         self._entries: OrderedDict[tuple[int, ...], tuple[KV, int]] = OrderedDict()
+        self._by_end: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+        self._lengths: list[int] = []  # the distinct lengths kept, ascending
+        self._per_length: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -42,35 +51,46 @@ class PrefixCache:
             return
         key = tuple(tokens)
         if key in self._entries:
-            self.bytes -= self._entries.pop(key)[1]
+            self._remove(key)
         self._entries[key] = (kv, size)
         self.bytes += size
+        self._by_end.setdefault((len(key), key[-1]), set()).add(key)
+        if self._per_length.get(len(key), 0) == 0:
+            bisect.insort(self._lengths, len(key))
+        self._per_length[len(key)] = self._per_length.get(len(key), 0) + 1
         while self.bytes > self.max_bytes:
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self.bytes -= evicted
+            self._remove(next(iter(self._entries)))
 
     def take(self, prompt: Sequence[int]) -> tuple[int, KV] | None:
         """The longest kept entry that is a proper prefix of ``prompt`` (removed from the cache)
         and its length, or None. At least one prompt token is left to prefill."""
-        best: tuple[int, ...] | None = None
-        for key in self._entries:
-            n = len(key)
-            if n < len(prompt) and (best is None or n > len(best)) and _starts_with(prompt, key):
-                best = key
-        if best is None:
-            return None
-        kv, size = self._entries.pop(best)
-        self.bytes -= size
-        self.hits += 1
-        self.reused_tokens += len(best)
-        return len(best), kv
+        shorter = bisect.bisect_left(self._lengths, len(prompt))
+        for n in reversed(self._lengths[:shorter]):
+            candidates = self._by_end.get((n, prompt[n - 1]))
+            if candidates and (key := tuple(prompt[:n])) in candidates:
+                kv, _ = self._entries[key]
+                self._remove(key)
+                self.hits += 1
+                self.reused_tokens += n
+                return n, kv
+        return None
 
     def clear(self) -> None:
         self._entries.clear()
+        self._by_end.clear()
+        self._lengths.clear()
+        self._per_length.clear()
         self.bytes = 0
 
-
-def _starts_with(prompt: Sequence[int], key: tuple[int, ...]) -> bool:
-    # Cheap rejections first: most entries belong to other episodes and differ near their end.
-    n = len(key)
-    return prompt[n - 1] == key[-1] and tuple(prompt[:n]) == key
+    def _remove(self, key: tuple[int, ...]) -> None:
+        _, size = self._entries.pop(key)
+        self.bytes -= size
+        n = len(key)
+        same_end = self._by_end[(n, key[-1])]
+        same_end.discard(key)
+        if not same_end:
+            del self._by_end[(n, key[-1])]
+        self._per_length[n] -= 1
+        if self._per_length[n] == 0:
+            del self._per_length[n]
+            self._lengths.pop(bisect.bisect_left(self._lengths, n))

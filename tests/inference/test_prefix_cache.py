@@ -4,6 +4,7 @@ logprobs stay those of a full teacher-forced forward pass."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 import torch
@@ -146,3 +147,31 @@ def test_prefix_cache_bytes_is_validated(tiny):
     model, tok = tiny
     with pytest.raises(ConfigError, match="prefix_cache_bytes"):
         HFEngine(model, tok, prefix_cache_bytes=-1)
+
+
+def test_prefix_cache_lookups_match_a_scan_of_every_entry_through_puts_takes_and_evictions():
+    # The index by (length, last token) must find what a plain scan finds: the longest proper
+    # prefix still kept, through evictions, re-puts of the same tokens and takes.
+    rng = random.Random(0)
+    one = 2 * 2 * 4 * 4  # bytes per token of _kv
+    cache = PrefixCache(max_bytes=40 * 8 * one)  # ~40 entries of 8 tokens
+    kept: dict[tuple[int, ...], int] = {}  # tokens -> insertion order (the reference)
+    order = 0
+    for _ in range(2000):
+        tokens = tuple(rng.randrange(3) for _ in range(rng.randrange(1, 12)))
+        if rng.random() < 0.5:
+            cache.put(list(tokens), _kv(len(tokens)))
+            kept.pop(tokens, None)
+            kept[tokens] = order = order + 1
+            while sum(len(t) for t in kept) * one > cache.max_bytes:
+                del kept[min(kept, key=kept.__getitem__)]
+        else:
+            proper = [t for t in kept if len(t) < len(tokens) and tokens[: len(t)] == t]
+            expected = max(proper, key=len) if proper else None
+            found = cache.take(list(tokens))
+            assert (found and found[0]) == (expected and len(expected))
+            if expected is not None:
+                assert found[1][0][0].shape[2] == len(expected)
+                del kept[expected]
+        assert len(cache) == len(kept)
+        assert cache.bytes == sum(len(t) for t in kept) * one
