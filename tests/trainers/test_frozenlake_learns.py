@@ -3,12 +3,11 @@ FrozenLake defaults take the tiny policy from random moves to winning most of it
 each of PPO, GRPO and DAPO (full runs, minutes each: slow).
 
 Measured with these defaults in full CI runs (512 episodes at the end, temperature 1, as
-trained): GRPO 0.924 and 0.969, DAPO 0.928 and 0.922, PPO 0.898 and 0.764 (a collapse after
-update 50, see the README); with 256 episodes in earlier CI runs, 0.930-0.945.
-The issue's bar is 0.9, but the threshold here is 0.85: the runs are seeded, yet which requests
-share a decoding batch depends on timing, so other machines and loads round differently and the
-trajectory moves with them, and the end success of the same command has ranged over 0.90-0.97
-(512 episodes alone give a 95% interval of about +-0.02). The README has the figures.
+trained): GRPO 0.924-0.969 and DAPO 0.922-0.936 over three runs each. PPO ended at 0.764-0.938
+in CI with whitened advantages; its defaults now leave them unwhitened, which ended at 0.945,
+0.975 and 0.994 (seeds 0-2, by hand). The runs are seeded, yet which requests share a decoding
+batch depends on timing, so other machines and loads round differently and the trajectory moves
+with them; 512 episodes alone give a 95% interval of about +-0.02. The README has the figures.
 
 The three runs start together as ``agentgym train`` processes of one torch thread each, so on a
 2-CPU machine the module takes about as long as the slowest two runs side by side rather than
@@ -76,7 +75,7 @@ def test_the_default_frozenlake_run_wins_most_episodes(runs: dict[str, Path], al
     start, end = summary["start"], summary["end"]
     assert start["success_rate"] < 0.3  # random moves
     assert end["episodes"] == END_EPISODES
-    assert end["success_rate"] > 0.85, summary
+    assert end["success_rate"] > 0.9, summary  # the bar
     assert end["ci95"][0] > start["ci95"][1]  # the intervals do not overlap
     assert summary["first_batch_success_0.9"] is not None  # some batch won 0.9 of its episodes
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
