@@ -153,6 +153,8 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
             "step_times": times,
             "update_s": statistics.median(updates),  # trainer.step alone
             "generate_s": statistics.median(generations),  # the engine's 64 completions
+            # batch-size bucket -> the torch threads the engine's decode steps run on
+            "decode_threads": engine.stats.decode_threads,
             "tokens": tokens,
         }
 

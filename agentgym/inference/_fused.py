@@ -78,7 +78,9 @@ class FusedDecoder:
         x = self.inner.embed_tokens(ids)  # [B, 1, H]
         cos, sin = self.inner.rotary_emb(x, positions)  # [B, 1, D]
         cos, sin = cos[:, None], sin[:, None]  # [B, 1, 1, D], broadcast over heads
-        attend = mask.bool()[:, None, None, :]  # [B, 1, 1, T]
+        # additive: 0 on real columns, -inf on padding; [B, 1, 1, T], broadcast over heads
+        bias = torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
+        bias = bias.masked_fill_(mask == 0, float("-inf"))[:, None, None, :]
         for i, layer in enumerate(self.layers):
             qkv_weight, qkv_bias, gate_up_weight, gate_up_bias = fused[i]
             h = _rms_norm(x, layer.input_layernorm)
@@ -87,15 +89,23 @@ class FusedDecoder:
             k = _rotate(k.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
             v = v.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2)
             k, v = _append(cache.layers[i], k, v)  # [B, kv_heads, T, D]
-            attended = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attend, scale=self.scale, enable_gqa=True
-            )  # [B, heads, 1, D]
-            x = x + layer.self_attn.o_proj(attended.transpose(1, 2).reshape(rows, 1, q_size))
+            attended = self._attend(q, k, v, bias)  # [B, kv_heads, groups, D]
+            x = x + layer.self_attn.o_proj(attended.reshape(rows, 1, q_size))
             h = _rms_norm(x, layer.post_attention_layernorm)
             gate, up = F.linear(h, gate_up_weight, gate_up_bias).split([self.intermediate] * 2, -1)
             x = x + layer.mlp.down_proj(F.silu(gate) * up)
         x = _rms_norm(x, self.inner.norm)
         return self.model.lm_head(x)[:, -1]  # [B, V]
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        """Attention of one query per row, as matrix products: each key/value head's group of
+        query heads in one product, no repeated keys. On a CPU this beats
+        ``scaled_dot_product_attention``'s flash kernel for a single query (~160 against
+        ~210 µs per layer for 64 rows of the tiny policy on one thread)."""
+        rows = q.shape[0]
+        grouped = q.reshape(rows, self.kv_heads, self.heads // self.kv_heads, self.head_dim)
+        scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(self.scale).add_(bias)
+        return torch.matmul(torch.softmax(scores, dim=-1), v)  # [B, kv_heads, groups, D]
 
     def _weights(self) -> list[_Fused]:
         key = tuple(

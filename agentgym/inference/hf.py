@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import torch
 from agentgym.core.errors import ConfigError, Error
 from agentgym.inference._batch import Row, RunningBatch
 from agentgym.inference._prefix import PrefixCache
+from agentgym.inference._threads import ThreadTuner
 from agentgym.inference.base import Completion, EngineClosedError, SamplingParams
 
 __all__ = ["EngineStats", "HFEngine"]
@@ -52,6 +54,9 @@ class EngineStats:
     """Prompts that continued a kept cache (see ``prefix_cache_bytes``)."""
     prefix_tokens: int = 0
     """Prompt tokens those hits did not have to prefill."""
+    decode_threads: dict[int, int] = field(default_factory=dict)
+    """Batch-size bucket (its largest row count) -> torch threads its decode steps were found
+    fastest with (``threads=None`` on a CPU; empty otherwise or while still measuring)."""
 
 
 class HFEngine:
@@ -71,10 +76,13 @@ class HFEngine:
             logits to float rounding, in about half the time per step for the tiny policy on a
             CPU (``benchmarks/README.md``). Other models always use transformers' forward;
             False: every model does.
-        threads: torch threads of the engine's worker, which runs every prefill and decode step
-            (default: ``torch.get_num_threads()`` when the engine is made). On a CPU a small
-            model's decode kernels are too small to share: one thread can decode faster than
-            two while the trainer's update, in the caller's thread, keeps using more.
+        threads: torch threads of the engine's worker, which runs every prefill and decode step.
+            None (the default), on a CPU: prefills use ``torch.get_num_threads()`` (as it is when
+            the engine is made) and decode steps use 1 or that many, whichever the engine's own
+            timings of its steps show to be faster for the batch's size (``EngineStats.
+            decode_threads``); a small model's decode kernels can be too small to share, and how
+            much a second thread costs depends on the machine's load and OpenMP's wait policy.
+            An int: every step uses that many.
     """
 
     def __init__(
@@ -124,12 +132,16 @@ class HFEngine:
         self._worker: asyncio.Task[None] | None = None
         # OpenMP and MKL keep thread counts per thread: without this the worker's matrix
         # products use every core, whatever torch.set_num_threads said.
+        self._threads = threads or torch.get_num_threads()
         self._executor = ThreadPoolExecutor(
             max_workers=1,
             thread_name_prefix="agentgym-hfengine",
             initializer=torch.set_num_threads,
-            initargs=(threads or torch.get_num_threads(),),
+            initargs=(self._threads,),
         )
+        self._worker_threads = self._threads  # what the worker's torch is set to now
+        on_cpu = self._batch.device.type == "cpu"
+        self._tuner = ThreadTuner(self._threads) if threads is None and on_cpu else None
         self._paused = 0
         self._closed = False
         self.weight_version = 0
@@ -269,10 +281,21 @@ class HFEngine:
                 row.finish = "abort"
 
     def _step(self, joining: list[Row]) -> list[tuple[Row, Completion]]:
+        rows = len(self._batch.rows)
+        # Only pure decode steps are timed and tuned; a step with a prefill uses every thread.
+        tuner = self._tuner if rows and not joining else None
+        threads = self._threads if tuner is None else tuner.threads_for(rows)
+        if threads != self._worker_threads:
+            torch.set_num_threads(threads)
+            self._worker_threads = threads
+        start = time.perf_counter()
         with torch.inference_mode():
             if joining and self._batch.rows:
                 self.stats.joins += 1
             finished = self._batch.step(joining, self.weight_version)
+        if tuner is not None:
+            tuner.record(rows, threads, time.perf_counter() - start)
+            self.stats.decode_threads = tuner.chosen
         self.stats.steps += 1
         self.stats.tokens += len(self._batch.rows) + len(finished)
         self.stats.max_rows = max(self.stats.max_rows, len(self._batch.rows) + len(finished))
