@@ -270,8 +270,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--engine-threads",
         type=int,
-        help="agentgym only: torch threads of HFEngine's decoding (default: --threads); the "
-        "update keeps --threads",
+        help="agentgym only: a fixed torch thread count for HFEngine's steps (default: the engine "
+        "times its decode steps at 1 and --threads threads and keeps the faster); the update "
+        "keeps --threads",
     )
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed one")
