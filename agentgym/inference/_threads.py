@@ -69,8 +69,6 @@ class ThreadTuner:
                 bucket.chosen, bucket.since = None, 0
                 bucket.times = {n: [] for n in self.candidates}
             return
-        if threads not in bucket.times:
-            return
         bucket.times[threads].append(seconds)
         if all(len(t) >= self.probes for t in bucket.times.values()):
             medians = {n: statistics.median(t) for n, t in bucket.times.items()}

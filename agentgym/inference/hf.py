@@ -56,7 +56,8 @@ class EngineStats:
     """Prompt tokens those hits did not have to prefill."""
     decode_threads: dict[int, int] = field(default_factory=dict)
     """Batch-size bucket (its largest row count) -> torch threads its decode steps were found
-    fastest with (``threads=None`` on a CPU; empty otherwise or while still measuring)."""
+    fastest with (``threads=None`` on a CPU with more than one thread; empty otherwise or while
+    still measuring)."""
 
 
 class HFEngine:
@@ -77,12 +78,12 @@ class HFEngine:
             CPU (``benchmarks/README.md``). Other models always use transformers' forward;
             False: every model does.
         threads: torch threads of the engine's worker, which runs every prefill and decode step.
-            None (the default), on a CPU: prefills use ``torch.get_num_threads()`` (as it is when
-            the engine is made) and decode steps use 1 or that many, whichever the engine's own
-            timings of its steps show to be faster for the batch's size (``EngineStats.
-            decode_threads``); a small model's decode kernels can be too small to share, and how
-            much a second thread costs depends on the machine's load and OpenMP's wait policy.
-            An int: every step uses that many.
+            None (the default), on a CPU with ``torch.get_num_threads()`` > 1 (as it is when the
+            engine is made): prefills use that many and decode steps 1 or that many, whichever
+            the engine's own timings of its steps show to be faster for the batch's size
+            (``EngineStats.decode_threads``); a small model's decode kernels can be too small to
+            share, and how much a second thread costs depends on the machine's load and OpenMP's
+            wait policy. An int: every step uses that many.
     """
 
     def __init__(
@@ -140,8 +141,8 @@ class HFEngine:
             initargs=(self._threads,),
         )
         self._worker_threads = self._threads  # what the worker's torch is set to now
-        on_cpu = self._batch.device.type == "cpu"
-        self._tuner = ThreadTuner(self._threads) if threads is None and on_cpu else None
+        tuned = threads is None and self._threads > 1 and self._batch.device.type == "cpu"
+        self._tuner = ThreadTuner(self._threads) if tuned else None
         self._paused = 0
         self._closed = False
         self.weight_version = 0

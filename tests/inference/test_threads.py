@@ -90,6 +90,9 @@ def test_engine_runs_prefills_on_every_thread_and_decode_steps_as_the_tuner_says
         assert engine._tuner is not None
         assert engine._tuner.most == 2
         assert HFEngine(model, tok, threads=2)._tuner is None  # a fixed count is kept
+        torch.set_num_threads(1)
+        assert HFEngine(model, tok)._tuner is None  # one thread: nothing to choose
+        torch.set_num_threads(2)
         engine._tuner = _Fixed(2, answer=1)
         seen: list[tuple[int, int]] = []  # (rows joining, worker threads) per step
         step = engine._batch.step
