@@ -8,6 +8,7 @@ number of forward and backward passes (ZeRO-2/3 communicate in each) without tal
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -235,6 +236,22 @@ def _by_budget(rows: list[int], lengths: Sequence[int], budget: int | None) -> l
     return micro
 
 
+def _balanced(rows: list[int], lengths: Sequence[int], parts: int) -> list[list[int]]:
+    """``rows`` in at most ``parts`` contiguous, non-empty runs of about equal tokens."""
+    parts = min(parts, len(rows))
+    if parts <= 1:
+        return [rows] if rows else []
+    total = sum(lengths[r] for r in rows)
+    cuts, seen = [0], 0
+    for i, row in enumerate(rows):
+        seen += lengths[row]
+        k = len(cuts)  # the cut being looked for: after about k / parts of the tokens
+        if k < parts and (seen * parts >= k * total or len(rows) - (i + 1) == parts - k):
+            cuts.append(i + 1)
+    cuts.append(len(rows))
+    return [rows[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+
+
 def plan_micro_batches(
     rows: Sequence[int],
     lengths: Sequence[int],
@@ -242,12 +259,26 @@ def plan_micro_batches(
     world_size: int,
     rank: int,
     token_budget: int | None,
+    parts: int = 1,
 ) -> list[list[int]]:
     """This rank's micro-batches of ``rows``: rows are dealt to ranks longest first, round
     robin, then cut so that rows x longest length stays within ``token_budget``. Every rank gets
-    the same number of micro-batches; empty ones (``[]``) stand for dummy passes."""
+    the same number of micro-batches; empty ones (``[]``) stand for dummy passes.
+
+    With ``parts`` > 1 (a backend that runs that many micro-batches at once), a rank's rows are
+    first cut into ``parts`` runs of about equal tokens (fewer when there are fewer rows), and
+    each run is cut within ``token_budget // parts``, so the micro-batches in flight together
+    stay within the budget."""
     order = sorted(rows, key=lambda i: (-lengths[i], i))
-    plans = [_by_budget(order[r::world_size], lengths, token_budget) for r in range(world_size)]
+    budget = token_budget if token_budget is None else max(1, token_budget // max(parts, 1))
+    plans = [
+        [
+            micro
+            for run in _balanced(order[r::world_size], lengths, parts)
+            for micro in _by_budget(run, lengths, budget)
+        ]
+        for r in range(world_size)
+    ]
     count = max(1, *(len(p) for p in plans))
     mine = plans[rank]
     return mine + [[] for _ in range(count - len(mine))]

@@ -41,6 +41,7 @@ def _plan(trainer: Trainer, batch: TrainBatch, rows: Sequence[int]) -> list[list
         world_size=backend.world_size,
         rank=backend.rank,
         token_budget=backend.micro_batch_tokens,
+        parts=backend.concurrency,
     )
 
 
@@ -65,7 +66,8 @@ def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
     wanted = (("old", need_old), ("values", need_values), ("ref", reference is not None))
     names = [name for name, on in wanted if on]
     full = {name: torch.zeros(batch.token_ids.shape, dtype=torch.float32) for name in names}
-    for rows in _plan(trainer, batch, range(batch.token_ids.shape[0])):
+
+    def run(rows: list[int]) -> tuple[int, dict[str, Tensor]]:
         micro = batch.select(rows, backend.device)
         inputs = {
             "input_ids": micro.token_ids,
@@ -82,8 +84,12 @@ def _no_grad_pass(trainer: Trainer, batch: TrainBatch) -> TrainBatch:
                 found["ref"] = reference(
                     **inputs, temperature=temperature, with_entropy=False
                 ).logprobs
+        return micro.token_ids.shape[1], {name: found[name].float().cpu() for name in names}
+
+    plan = _plan(trainer, batch, range(batch.token_ids.shape[0]))
+    for rows, (length, found) in zip(plan, backend.map_micro_batches(run, plan), strict=True):
         for name in names if rows else ():
-            full[name][rows, : micro.token_ids.shape[1]] = found[name].float().cpu()
+            full[name][rows, :length] = found[name]
     for tensor in full.values():
         backend.all_reduce(tensor)  # rows are disjoint across ranks: the sum assembles them
     return batch.replace(
@@ -97,8 +103,8 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
     backend, config = trainer.backend, trainer.config
     normalizer = minibatch_normalizer(config, batch.loss_mask[rows])
     entropy_coef = entropy_coefficient(config, trainer.step_count)
-    totals: dict[str, Tensor] = {}
-    for micro_rows in _plan(trainer, batch, rows):
+
+    def run(micro_rows: list[int]) -> dict[str, Tensor]:
         micro = batch.select(micro_rows, backend.device)
         out = backend.forward(
             input_ids=micro.token_ids,
@@ -110,8 +116,12 @@ def _train_minibatch(trainer: Trainer, batch: TrainBatch, rows: list[int]) -> di
         )
         loss, stats = micro_batch_loss(config, out, micro, normalizer, entropy_coef)
         backend.backward(loss)
-        for name, value in stats.items():
-            totals[name] = totals.get(name, 0.0) + value.detach().double().cpu()
+        return {name: value.detach().double().cpu() for name, value in stats.items()}
+
+    totals: dict[str, Tensor] = {}
+    for stats in backend.map_micro_batches(run, _plan(trainer, batch, rows)):
+        for name, value in stats.items():  # in plan order, however the backend ran them
+            totals[name] = totals.get(name, 0.0) + value
     grad_norm = backend.step()
     names = list(totals)
     summed = backend.all_reduce(torch.stack([totals[n] for n in names])).tolist()

@@ -6,9 +6,13 @@ engine. It knows nothing about RL: the trainer composes losses from
 this Protocol, not a base class::
 
     backend.prepare(module, make_optimizer, make_scheduler, max_grad_norm=1.0)
-    for micro in micro_batches:                  # the same number on every rank
+
+    def one(micro):                              # the same number on every rank
         out = backend.forward(**micro.inputs)    # under the backend's precision
         backend.backward(loss_of(out, micro))    # gradients are *summed* over ranks
+        return stats_of(out)
+
+    stats = backend.map_micro_batches(one, micro_batches)   # in order, maybe several at once
     grad_norm = backend.step()                   # clip, optimizer and scheduler step, zero grads
 
 Loss contract: each rank back-propagates its share of the global loss (the loss of its rows,
@@ -19,10 +23,10 @@ gradient of one big batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -50,6 +54,9 @@ OptimizerFactory = Callable[[nn.Module], Optimizer]
 
 SchedulerFactory = Callable[[Optimizer], LRScheduler]
 """Builds the learning-rate scheduler over the optimizer the backend actually steps."""
+
+M = TypeVar("M")
+R = TypeVar("R")
 
 
 @runtime_checkable
@@ -86,6 +93,19 @@ class Backend(Protocol):
 
     def autocast(self) -> AbstractContextManager[Any]:
         """The precision context for forward passes of frozen modules."""
+        ...
+
+    @property
+    def concurrency(self) -> int:
+        """How many micro-batches ``map_micro_batches`` runs at once; planners cut at least
+        this many (and split the token budget among them) so that none sits idle."""
+        ...
+
+    def map_micro_batches(self, fn: Callable[[M], R], micro_batches: Sequence[M]) -> list[R]:
+        """``[fn(m) for m in micro_batches]``, where ``fn`` calls ``forward`` (and
+        ``backward``). A backend may run several at once; the gradients it accumulates are then
+        the same sum, added in an order that does not depend on timing, and ``fn`` runs in the
+        caller's grad mode."""
         ...
 
     def forward(self, **inputs: Any) -> Any:

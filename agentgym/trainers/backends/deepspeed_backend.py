@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,9 @@ from torch import Tensor, nn
 
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.backends.base import (
+    M,
     OptimizerFactory,
+    R,
     SchedulerFactory,
     check_micro_batch_tokens,
     clip_grad_norm,
@@ -252,6 +254,13 @@ class DeepSpeedBackend:
 
     def autocast(self) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()  # DeepSpeed's bf16 mode casts the weights themselves
+
+    @property
+    def concurrency(self) -> int:
+        return 1
+
+    def map_micro_batches(self, fn: Callable[[M], R], micro_batches: Sequence[M]) -> list[R]:
+        return [fn(m) for m in micro_batches]
 
     def forward(self, **inputs: Any) -> Any:
         return self._require()(**inputs)

@@ -1,8 +1,21 @@
-"""The plain torch backend: one process, the CPU or one GPU, bf16 autocast on a GPU."""
+"""The plain torch backend: one process, the CPU or one GPU, bf16 autocast on a GPU.
+
+On a CPU it runs micro-batches side by side on worker threads (``cpu_workers``), each with its
+share of torch's threads. A small model's forward and backward are hundreds of small kernels:
+split across OpenMP threads, each one waits for the threads to wake (most of the time with
+``OMP_WAIT_POLICY=PASSIVE``), while two micro-batches on one thread each keep both cores busy.
+For the tiny policy at 2 threads one update went from ~0.24 to ~0.17 s this way. Each worker
+sums its micro-batches' gradients into buffers of its own (``torch.autograd.grad``), and the
+buffers are added to ``.grad`` in worker order: the result does not depend on which thread
+finishes first.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -14,16 +27,23 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.backends.base import (
+    M,
     OptimizerFactory,
+    R,
     SchedulerFactory,
     check_micro_batch_tokens,
     clip_grad_norm,
+    parameters_of,
     resolve_precision,
 )
 
 __all__ = ["TorchBackend"]
 
 _STATE_FILE = "torch_state.pt"
+
+AUTO_WORKER_BYTES = 1 << 30
+"""``cpu_workers=None`` runs as many workers as torch has threads while their gradient buffers
+(one per worker, the size of the trainable parameters) stay within this many bytes."""
 
 
 def _device(device: str | torch.device) -> torch.device:
@@ -44,7 +64,13 @@ class TorchBackend:
     Args:
         device: ``auto`` (a GPU when there is one), ``cpu`` or ``cuda[:N]``.
         precision: ``auto``, ``fp32`` or ``bf16`` (autocast; weights and optimizer stay fp32).
-        micro_batch_tokens: Most padded tokens per forward pass; None: the whole minibatch.
+        micro_batch_tokens: Most padded tokens in flight at once (a forward pass, or the
+            workers' passes together); None: the whole minibatch.
+        cpu_workers: On a CPU, how many micro-batches run at once, each on a thread of its own
+            with ``torch.get_num_threads() // cpu_workers`` torch threads; the update then cuts
+            at least this many. None: as many as torch has threads, while the workers' gradient
+            buffers stay within ``AUTO_WORKER_BYTES``; 1: one micro-batch at a time on all
+            threads. Ignored on a GPU.
     """
 
     name = "torch"
@@ -55,10 +81,24 @@ class TorchBackend:
         device: str | torch.device = "auto",
         precision: str = "auto",
         micro_batch_tokens: int | None = None,
+        cpu_workers: int | None = None,
     ) -> None:
         self._device = _device(device)
         self.precision = resolve_precision(precision, self._device)
         self.micro_batch_tokens = check_micro_batch_tokens(micro_batch_tokens)
+        if cpu_workers is not None and (
+            isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
+        ):
+            raise ConfigError(
+                "cpu_workers",
+                cpu_workers,
+                "must be an int >= 1 or None",
+                "use e.g. 2, 1 for one micro-batch at a time, or None to follow torch's threads",
+            )
+        self.cpu_workers = cpu_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
+        self._local = threading.local()  # a worker's gradient sums while it runs
         self._module: nn.Module | None = None
         self._optimizer: Optimizer | None = None
         self._scheduler: LRScheduler | None = None
@@ -97,12 +137,76 @@ class TorchBackend:
             return torch.autocast(self._device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    @property
+    def concurrency(self) -> int:
+        if self._device.type != "cpu":
+            return 1
+        if self.cpu_workers is not None:
+            return self.cpu_workers
+        threads = torch.get_num_threads()
+        if threads <= 1 or self._module is None:
+            return 1
+        size = sum(p.numel() * p.element_size() for p in parameters_of(self._module))
+        return max(1, min(threads, AUTO_WORKER_BYTES // max(size, 1)))
+
+    def map_micro_batches(self, fn: Callable[[M], R], micro_batches: Sequence[M]) -> list[R]:
+        workers = min(self.concurrency, len(micro_batches))
+        if workers <= 1:
+            return [fn(m) for m in micro_batches]
+        params = list(parameters_of(self._prepared()))
+        threads = max(1, torch.get_num_threads() // workers)
+        grad_enabled = torch.is_grad_enabled()
+
+        def run(indices: range) -> tuple[list[R], list[Tensor | None]]:
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+            sums: list[Tensor | None] = [None] * len(params)
+            self._local.work = (params, sums)
+            try:
+                with torch.set_grad_enabled(grad_enabled):
+                    return [fn(micro_batches[i]) for i in indices], sums
+            finally:
+                self._local.work = None
+
+        pool = self._workers(workers)
+        futures = [pool.submit(run, shard) for shard in _shards(len(micro_batches), workers)]
+        done = _wait_all(futures)
+        for _, sums in done:  # worker order, whichever finished first
+            for param, grad in zip(params, sums, strict=True):
+                if grad is None:
+                    continue
+                if param.grad is None:
+                    param.grad = grad
+                else:
+                    param.grad.add_(grad)
+        return [result for results, _ in done for result in results]
+
     def forward(self, **inputs: Any) -> Any:
         with self.autocast():
             return self._prepared()(**inputs)
 
     def backward(self, loss: Tensor) -> None:
-        loss.backward()
+        work = getattr(self._local, "work", None)
+        if work is None:
+            loss.backward()
+            return
+        params, sums = work  # on a worker: into its own sums, added to .grad in worker order
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        for i, grad in enumerate(grads):
+            if grad is None:
+                continue
+            if sums[i] is None:
+                sums[i] = grad.contiguous()  # an expanded gradient cannot be added to in place
+            else:
+                sums[i].add_(grad)  # type: ignore[union-attr]
+
+    def _workers(self, count: int) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_size != count:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._pool = ThreadPoolExecutor(count, thread_name_prefix="agentgym-micro-batch")
+            self._pool_size = count
+        return self._pool
 
     def step(self) -> float:
         optimizer = self._require(self._optimizer)
@@ -160,3 +264,20 @@ class TorchBackend:
                 "backend", "torch", "is not prepared yet", "call prepare(module, ...) first"
             )
         return value
+
+
+def _shards(count: int, parts: int) -> list[range]:
+    """``range(count)`` in ``parts`` contiguous runs whose sizes differ by at most one."""
+    size, extra = divmod(count, parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def _wait_all(futures: list[Future[Any]]) -> list[Any]:
+    """Every future's result once all are done; the first failure (in order) is raised after
+    the others finish, so no worker is still running when this returns or raises."""
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [f.result() for f in futures]
