@@ -55,9 +55,9 @@ class EngineStats:
     prefix_tokens: int = 0
     """Prompt tokens those hits did not have to prefill."""
     decode_threads: dict[int, int] = field(default_factory=dict)
-    """Batch-size bucket (its largest row count) -> torch threads its decode steps were found
-    fastest with (``threads=None`` on a CPU with more than one thread; empty otherwise or while
-    still measuring)."""
+    """Batch-size bucket (its largest row count) -> torch threads its decode steps run on now, as
+    their latest timings found fastest (``threads=None`` on a CPU with more than one thread;
+    empty otherwise or while still measuring)."""
 
 
 class HFEngine:
@@ -80,10 +80,11 @@ class HFEngine:
         threads: torch threads of the engine's worker, which runs every prefill and decode step.
             None (the default), on a CPU with ``torch.get_num_threads()`` > 1 (as it is when the
             engine is made): prefills use that many and decode steps 1 or that many, whichever
-            the engine's own timings of its steps show to be faster for the batch's size
-            (``EngineStats.decode_threads``); a small model's decode kernels can be too small to
-            share, and how much a second thread costs depends on the machine's load and OpenMP's
-            wait policy. An int: every step uses that many.
+            the engine's latest timings of its steps show to be faster for the batch's size
+            (``EngineStats.decode_threads``; one step in 32 tries the other count); a small
+            model's decode kernels can be too small to share, and how much a second thread costs
+            depends on the machine's load, OpenMP's wait policy and the process's other threads,
+            and changes as they do. An int: every step uses that many.
     """
 
     def __init__(

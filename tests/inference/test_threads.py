@@ -1,4 +1,5 @@
-"""ThreadTuner and HFEngine's per-step thread counts: timed candidates, the choice, re-measuring."""
+"""ThreadTuner and HFEngine's per-step thread counts: timed candidates, the choice, and how it
+follows the machine."""
 
 from __future__ import annotations
 
@@ -50,14 +51,40 @@ def test_the_median_decides_not_one_slow_step():
     assert tuner.chosen == {16: 2}
 
 
-def test_a_bucket_is_measured_again_after_its_period():
-    tuner = ThreadTuner(most=2, probes=2, period=5)
+def test_one_step_in_explore_tries_the_other_count():
+    tuner = ThreadTuner(most=2, probes=2, explore=8)
     assert run(tuner, rows=2, seconds={1: 0.001, 2: 0.002}, steps=4) == [1, 2, 1, 2]
-    assert run(tuner, rows=2, seconds={1: 0.001, 2: 0.002}, steps=5) == [1] * 5
-    assert tuner.chosen == {}  # the period ran out: measuring again
-    # the machine changed: two threads now win
-    assert run(tuner, rows=2, seconds={1: 0.003, 2: 0.001}, steps=6) == [1, 2, 1, 2, 2, 2]
-    assert tuner.chosen == {2: 2}
+    used = run(tuner, rows=2, seconds={1: 0.001, 2: 0.002}, steps=16)
+    assert [i for i, n in enumerate(used) if n == 2] == [7, 15]
+    assert tuner.chosen == {2: 1}  # still slower: the choice stands
+
+
+def test_a_count_that_turns_slow_is_dropped_within_a_few_steps():
+    # Two threads win at first; then something else takes the second core.
+    tuner = ThreadTuner(most=2, probes=3, explore=100)
+    run(tuner, rows=64, seconds={1: 0.010, 2: 0.006}, steps=6)
+    assert tuner.chosen == {64: 2}
+    used = run(tuner, rows=64, seconds={1: 0.010, 2: 0.030}, steps=6)
+    assert used == [2, 2, 1, 1, 1, 1]  # two slow steps make the median of three slow
+    assert tuner.chosen == {64: 1}
+
+
+def test_a_count_that_turns_fast_is_found_again():
+    tuner = ThreadTuner(most=2, probes=3, explore=4)
+    run(tuner, rows=8, seconds={1: 0.001, 2: 0.003}, steps=6)
+    assert tuner.chosen == {8: 1}
+    # The machine changed: two threads now win, seen on the exploring steps only.
+    used = run(tuner, rows=8, seconds={1: 0.003, 2: 0.001}, steps=10)
+    assert used[:8] == [1, 1, 1, 2, 1, 1, 1, 2]
+    assert used[8:] == [2, 2]
+    assert tuner.chosen == {8: 2}
+
+
+def test_times_compare_per_row_within_a_bucket():
+    tuner = ThreadTuner(most=2, probes=1)
+    tuner.record(33, 1, 0.033)  # 1 ms a row
+    tuner.record(64, 2, 0.048)  # 0.75 ms a row: faster, though the step took longer
+    assert tuner.chosen == {64: 2}
 
 
 def test_one_thread_has_nothing_to_choose():
