@@ -469,9 +469,11 @@ class DAPOConfig(AlgorithmConfig):
     """Most sampling rounds per training step before DynamicSamplingExhausted is raised."""
     partial_batches: bool = False
     """When ``max_sampling_rounds`` rounds did not fill the batch, train on the informative
-    groups they kept (a smaller batch) instead of raising DynamicSamplingExhausted; it is still
-    raised when no group was kept. For policies that master most tasks: the paper's rule (sample
-    until full) then costs many rounds per update."""
+    groups they kept (a smaller batch) instead of raising DynamicSamplingExhausted. When they kept
+    none (every group won or lost all its episodes), the step counts as an update without an
+    optimizer step (``optimizer_steps`` 0), so a policy that has mastered the tasks it draws does
+    not stop the run. For policies that master most tasks: the paper's rule (sample until full)
+    then costs many rounds per update."""
     overlong_shaping: bool = True
     """Punish responses longer than overlong_max_length − overlong_cache_length (DAPO eq. 13)."""
     overlong_max_length: int | None = None

@@ -225,8 +225,10 @@ class Trainer:
             full = self.sampler.add(groups, rewards.view(len(groups), n))
             if full is None:
                 return {**metrics, "update": 0.0, "step": float(self.step_count)}
-            groups = full
             metrics.update(self.sampler.last_stats)
+            if not full:  # partial batches, and no group to learn from at the cap
+                return self._update_without_groups(metrics, start)
+            groups = full
         if not groups:
             return {**metrics, "update": 0.0, "step": float(self.step_count)}
         batch = [s for g in groups for s in g]
@@ -247,6 +249,24 @@ class Trainer:
         tokens = sum(len(s.episode.token_ids) for s in batch)
         metrics.update(
             step=float(self.step_count), update=1.0, step_s=elapsed, tokens_per_s=tokens / elapsed
+        )
+        return metrics
+
+    def _update_without_groups(self, metrics: dict[str, float], start: float) -> dict[str, float]:
+        """DAPO with ``partial_batches`` kept no group in its last sampling round: the update
+        counts (the run's schedule moves on) but takes no optimizer step, and the weights stay
+        as they are. Reward and success are those of every episode sampled."""
+        sampled = [s for g in self.sampler.take_seen() for s in g] if self.sampler else []
+        if sampled:
+            metrics.update(episode_metrics(sampled))
+        self.step_count += 1
+        metrics.update(
+            episodes=0.0,
+            episodes_sampled=float(len(sampled)),
+            optimizer_steps=0.0,
+            step=float(self.step_count),
+            update=1.0,
+            step_s=time.perf_counter() - start,
         )
         return metrics
 

@@ -214,6 +214,30 @@ def test_partial_batches_train_on_the_groups_kept_at_the_cap(tiny):
     assert trainer.step_count == 1
 
 
+def test_partial_batches_with_no_group_kept_count_an_update_without_a_step(tiny):
+    config = {"group_size": 4, "batch_size": 8, "max_sampling_rounds": 2, "partial_batches": True}
+    trainer = make("dapo", policy=fresh(tiny), config=config)
+    before = {k: v.clone() for k, v in trainer.policy_state_dict().items()}
+    won = with_rewards(synthetic_episodes(2, 4, seed=8), [1.0] * 8)
+    lost = with_rewards(synthetic_episodes(2, 4, seed=9), [0.0] * 8)
+    assert trainer.step(won)["update"] == 0  # the first round: sample more
+    skipped = trainer.step(lost)
+    assert skipped["update"] == 1
+    assert skipped["optimizer_steps"] == 0
+    assert skipped["episodes"] == 0
+    assert skipped["episodes_sampled"] == 16
+    assert skipped["reward_mean"] == pytest.approx(0.5)  # over all 16 sampled episodes
+    assert trainer.step_count == 1
+    for name, tensor in trainer.policy_state_dict().items():
+        assert torch.equal(tensor, before[name]), name  # no optimizer step
+    # The next step samples afresh and trains as usual.
+    assert (
+        trainer.step(with_rewards(synthetic_episodes(2, 4, seed=10), [0, 1, 0, 0] * 2))["update"]
+        == 1
+    )
+    assert trainer.step_count == 2
+
+
 def test_old_logprobs_from_the_engine_or_recomputed(tiny):
     episodes = synthetic_episodes(2, 4, seed=13)  # made-up sampling logprobs in [−9, −5]
     recomputed = make("grpo", policy=fresh(tiny), config=CONFIGS["grpo"] | {"tis_cap": None})

@@ -109,8 +109,8 @@ class DynamicSampler(Generic[G]):
 
         Returns the batch of exactly ``target_groups`` groups once enough were kept, else None.
         When this was round ``max_rounds`` and the batch is still short, returns the groups kept
-        so far if the sampler is ``partial`` and kept any, else raises
-        ``DynamicSamplingExhausted``.
+        so far if the sampler is ``partial`` (an empty list when it kept none: every group's
+        rewards were equal, nothing to learn from), else raises ``DynamicSamplingExhausted``.
         """
         if rewards.shape[0] != len(groups):
             raise ConfigError(
@@ -130,7 +130,7 @@ class DynamicSampler(Generic[G]):
         if self.rounds >= self.max_rounds:
             kept, rounds, seen = list(self._kept), self.rounds, len(self._seen)
             self._finish()
-            if self.partial and kept:
+            if self.partial:
                 return kept
             raise DynamicSamplingExhausted(len(kept), self.target_groups, rounds, seen)
         return None

@@ -70,10 +70,12 @@ def test_partial_dynamic_sampler_returns_what_it_kept_at_the_cap() -> None:
     assert sampler.last_stats["dynamic_sampling/rounds"] == 2.0
     assert sampler.take_seen() == ["a", "b", "c", "d"]
     assert sampler.take_seen() == []  # handed over once
-    # Nothing kept: nothing to train on, so the cap still raises.
+    # Nothing kept: an empty batch (nothing to train on), and the sampler starts over.
     assert sampler.add(["e"], torch.ones(1, 2)) is None
-    with pytest.raises(DynamicSamplingExhausted, match="partial_batches"):
-        sampler.add(["f"], torch.ones(1, 2))
+    assert sampler.add(["f"], torch.ones(1, 2)) == []
+    assert sampler.last_stats["dynamic_sampling/groups_kept"] == 0.0
+    assert sampler.take_seen() == ["e", "f"]
+    assert sampler.add(["g"], torch.tensor([[0.0, 1.0]])) is None  # a new step's first round
 
 
 def test_dynamic_sampler_checks_its_arguments() -> None:
