@@ -187,3 +187,26 @@ def test_a_trainer_with_workers_takes_the_same_steps(two_threads):
     for name, tensor in alone_weights.items():
         torch.testing.assert_close(paired_weights[name], tensor, atol=1e-6, rtol=0)
         assert torch.equal(paired_weights[name], again_weights[name]), name
+
+
+class _Summed(nn.Module):
+    """Two parameters whose gradients autograd hands over as one tensor (``a + b``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Parameter(torch.linspace(0.5, 1.0, 4))
+        self.b = nn.Parameter(torch.linspace(-0.2, 0.3, 4))
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return (self.a + self.b) * input
+
+
+def test_gradients_autograd_shares_between_parameters_are_summed_apart(two_threads):
+    xs = [torch.full((4,), float(i + 1)) for i in range(4)]
+    backend, module = _prepared(2, _Summed())
+    backend.map_micro_batches(_loss_of(backend), xs)
+    alone, reference = _prepared(1, _Summed())
+    alone.map_micro_batches(_loss_of(alone), xs)
+    for p, want in zip(module.parameters(), reference.parameters(), strict=True):
+        assert want.grad.abs().min() > 0.1
+        torch.testing.assert_close(p.grad, want.grad, rtol=1e-6, atol=0)

@@ -196,7 +196,9 @@ class TorchBackend:
             if grad is None:
                 continue
             if sums[i] is None:
-                sums[i] = grad.contiguous()  # an expanded gradient cannot be added to in place
+                # A copy: autograd may hand two parameters one tensor (``a + b``) or an expanded
+                # one, and the sum is added to in place.
+                sums[i] = grad.clone(memory_format=torch.contiguous_format)
             else:
                 sums[i].add_(grad)  # type: ignore[union-attr]
 
