@@ -227,7 +227,8 @@ class Trainer:
                 return {**metrics, "update": 0.0, "step": float(self.step_count)}
             metrics.update(self.sampler.last_stats)
             if not full:  # partial batches, and no group to learn from at the cap
-                return self._update_without_groups(metrics, start)
+                sampled = [s for g in self.sampler.take_seen() for s in g]
+                return self._update_without_groups(metrics, sampled, start)
             groups = full
         if not groups:
             return {**metrics, "update": 0.0, "step": float(self.step_count)}
@@ -252,13 +253,13 @@ class Trainer:
         )
         return metrics
 
-    def _update_without_groups(self, metrics: dict[str, float], start: float) -> dict[str, float]:
+    def _update_without_groups(
+        self, metrics: dict[str, float], sampled: list[Sample], start: float
+    ) -> dict[str, float]:
         """DAPO with ``partial_batches`` kept no group in its last sampling round: the update
         counts (the run's schedule moves on) but takes no optimizer step, and the weights stay
-        as they are. Reward and success are those of every episode sampled."""
-        sampled = [s for g in self.sampler.take_seen() for s in g] if self.sampler else []
-        if sampled:
-            metrics.update(episode_metrics(sampled))
+        as they are. Reward and success are those of every episode ``sampled``."""
+        metrics.update(episode_metrics(sampled))
         self.step_count += 1
         metrics.update(
             episodes=0.0,

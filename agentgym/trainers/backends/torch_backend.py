@@ -100,6 +100,7 @@ class TorchBackend:
         self._pool_size = 0
         self._local = threading.local()  # a worker's gradient sums while it runs
         self._module: nn.Module | None = None
+        self._param_bytes = 0  # of the trainable parameters: one worker's gradient buffer
         self._optimizer: Optimizer | None = None
         self._scheduler: LRScheduler | None = None
         self._max_grad_norm: float | None = None
@@ -125,6 +126,7 @@ class TorchBackend:
         max_grad_norm: float | None,
     ) -> None:
         self._module = module.to(self._device)
+        self._param_bytes = sum(p.numel() * p.element_size() for p in parameters_of(module))
         self._optimizer = make_optimizer(self._module)
         self._scheduler = make_scheduler(self._optimizer)
         self._max_grad_norm = max_grad_norm
@@ -146,8 +148,7 @@ class TorchBackend:
         threads = torch.get_num_threads()
         if threads <= 1 or self._module is None:
             return 1
-        size = sum(p.numel() * p.element_size() for p in parameters_of(self._module))
-        return max(1, min(threads, AUTO_WORKER_BYTES // max(size, 1)))
+        return max(1, min(threads, AUTO_WORKER_BYTES // max(self._param_bytes, 1)))
 
     def map_micro_batches(self, fn: Callable[[M], R], micro_batches: Sequence[M]) -> list[R]:
         workers = min(self.concurrency, len(micro_batches))
