@@ -84,11 +84,12 @@ def bwrap_usable() -> bool:
 
 
 def why_not_bwrap() -> str | None:
+    """Why bubblewrap cannot make sandboxes here (or failed to), or None if it can."""
     return _failure[0] if _failure else _probe()
 
 
 def record_failure(why: str) -> None:
-    """Remember that bubblewrap failed to start a sandbox: later ones fall back (with a warning)."""
+    """Remember that bubblewrap failed to start a sandbox: later ones refuse to start."""
     if not _failure:
         _failure.append(why)
 

@@ -1,4 +1,4 @@
-"""The ``local`` sandbox backend: bubblewrap where present, an rlimited process otherwise."""
+"""The ``local`` sandbox backend: bubblewrap; plain rlimited processes only when asked by name."""
 
 from __future__ import annotations
 
@@ -7,18 +7,13 @@ import os
 import sys
 import tempfile
 import uuid
-import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from agentgym.core.errors import (
-    ConfigError,
-    SandboxError,
-    SandboxIsolationWarning,
-    SandboxUnavailable,
-)
-from agentgym.sandbox._bwrap import bwrap_argv, bwrap_usable, record_failure, why_not_bwrap
+from agentgym.core.errors import ConfigError, SandboxError, SandboxUnavailable
+from agentgym.sandbox import _bwrap
+from agentgym.sandbox._bwrap import bwrap_argv, bwrap_usable, record_failure
 from agentgym.sandbox._files import HostFileMethods, WorkdirFiles
 from agentgym.sandbox._process import (
     HELPER_ARGV,
@@ -30,6 +25,7 @@ from agentgym.sandbox._process import (
 )
 from agentgym.sandbox._session import session_folder
 from agentgym.sandbox.base import Command, Limits, RunResult, check_timeout
+from agentgym.sandbox.selection import BWRAP_FIX, warn_unisolated
 
 __all__ = ["LocalSandbox", "bwrap_usable"]
 
@@ -42,8 +38,8 @@ def _check_arguments(isolation: str, workdir: object, limits: object, tmp_size: 
         raise ConfigError(
             "isolation",
             isolation,
-            "must be 'auto', 'bwrap' or 'none'",
-            "use 'auto' to take bubblewrap when it is installed",
+            "must be 'auto', 'bwrap' (both: bubblewrap or refuse) or 'none' (no isolation)",
+            "pass isolation='auto'",
         )
     if not (isinstance(workdir, str) and workdir.startswith("/") and workdir != "/"):
         raise ConfigError(
@@ -66,7 +62,7 @@ def _check_arguments(isolation: str, workdir: object, limits: object, tmp_size: 
 
 
 class LocalSandbox(HostFileMethods):
-    """Runs commands on this machine, in bubblewrap when it is installed.
+    """Runs commands on this machine, in bubblewrap (unisolated only with ``isolation="none"``).
 
     Isolated with bubblewrap: a fresh user, pid, network, IPC, UTS and cgroup namespace per
     sandbox (no network at all, not even the host's loopback; no host process visible or
@@ -78,11 +74,15 @@ class LocalSandbox(HostFileMethods):
 
     Not isolated: CPU time across processes (only per-process rlimits and the timeout), disk use
     of the work dir (only the per-file size limit), kernel attack surface (no seccomp filter), and
-    what the host's ``/usr`` holds is readable. Without bubblewrap (``isolation="none"``, or
-    ``"auto"`` with none installed) commands run as plain rlimited processes in a temp dir: they
-    can read every world-readable host file, see host processes and use the network, and a
-    ``SandboxIsolationWarning`` says so; a run's stray processes are still all killed when
-    agentgym runs as root (a uid per sandbox), otherwise only those in its process group.
+    what the host's ``/usr`` holds is readable.
+
+    ``isolation="auto"`` (the default) and ``"bwrap"`` both mean bubblewrap: where it cannot
+    run, the constructor raises ``SandboxUnavailable`` naming the fixes; it never falls back.
+    Only ``isolation="none"`` runs commands as plain rlimited processes in a temp dir: they can
+    read every world-readable host file, write wherever the user can, see host processes and
+    use the network; a ``SandboxIsolationWarning`` says so once per process. A run's stray
+    processes are still all killed when agentgym runs as root (a uid per sandbox), otherwise
+    only those in its process group.
     """
 
     backend = "local"
@@ -127,25 +127,18 @@ class LocalSandbox(HostFileMethods):
     @staticmethod
     def _choose_isolation(isolation: Isolation) -> bool:
         if isolation == "none":
-            why = "isolation='none' was asked for"
-        elif bwrap_usable():
+            warn_unisolated("LocalSandbox(isolation='none') was asked for", stacklevel=3)
+            return False
+        # Looked up on the module at each call, so that tests can stand in for the probe.
+        if _bwrap.bwrap_usable():
             return True
-        elif isolation == "bwrap":
-            raise SandboxUnavailable(
-                "bubblewrap cannot run sandboxes here: "
-                f"{why_not_bwrap()}. Fix: apt-get install bubblewrap "
-                "(and allow unprivileged user namespaces), or pass isolation='auto'"
-            )
-        else:
-            why = why_not_bwrap() or "bubblewrap failed"
-        warnings.warn(
-            f"LocalSandbox is NOT isolated ({why}): commands run as rlimited processes that can "
-            "read the host's files and reach the network. Install bubblewrap, or use "
-            "sandbox='docker'.",
-            SandboxIsolationWarning,
-            stacklevel=3,
+        why = _bwrap.why_not_bwrap() or "bubblewrap cannot make sandboxes here"
+        raise SandboxUnavailable(
+            f"LocalSandbox(isolation={isolation!r}): bubblewrap cannot run sandboxes here ({why}), "
+            f"and it never runs commands unisolated unless asked. Fix: {BWRAP_FIX}; or use the "
+            "docker backend (open_sandbox('docker'); bash scripts/docker_setup.sh sets it up); "
+            "or, to run commands as plain processes with no isolation, pass isolation='none'"
         )
-        return False
 
     # -- the helper -----------------------------------------------------------------------
 

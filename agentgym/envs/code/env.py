@@ -13,7 +13,7 @@ from agentgym.envs.code.tasks import CodeTask, load_tasks
 from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
 from agentgym.envs.tasks import choose_task
 from agentgym.envs.validate import choice, integer, seconds
-from agentgym.sandbox import Limits, Sandbox, open_sandbox
+from agentgym.sandbox import Limits, Sandbox, SandboxChoice, open_sandbox, resolve_sandbox
 
 __all__ = ["CodeEnv"]
 
@@ -67,21 +67,31 @@ class CodeEnv(AgentEnv):
         with reward 0: drop the sample. Stepping an ended episode raises ``EnvStateError``.
 
     Sandbox: what is isolated and what is not:
-        The program runs in ``agentgym.sandbox`` (``"local"``: bubblewrap, no network, read-only
-        system, private work dir and ``/tmp``; ``"docker"``: a container of its own with no
-        network). One sandbox per env, opened at the first graded turn and reset before every
-        run, so nothing of one attempt survives into the next; each run has rlimits (memory,
-        processes, CPU time) and the ``timeout``; every process of a run is killed when it ends.
+        The program runs in ``agentgym.sandbox``, never unisolated unless asked for by name.
+        ``sandbox="auto"`` takes bubblewrap (``"local"``: no network, read-only system, private
+        work dir and ``/tmp``) where it runs, else Docker (``"docker"``: a container of its own
+        with no network) where a local daemon answers and holds agentgym's image; with neither,
+        the constructor raises ``SandboxUnavailable`` naming the fixes (install bubblewrap,
+        start Docker and build the image, or pass ``sandbox="unsafe-local"``). The check is made
+        at construction so that a machine without isolation fails at ``gym.make``, not as
+        dropped ``infra_error`` samples later (``agentgym.sandbox.selection`` argues it). One
+        sandbox per env, opened at the first graded turn and reset before every run, so nothing
+        of one attempt survives into the next; each run has rlimits (memory, processes, CPU
+        time) and the ``timeout``; every process of a run is killed when it ends.
         Not isolated: the program runs in the same process as the function-format tests, so a
         program built to read the harness's memory could forge a pass (see
         ``agentgym.envs.code.grader`` for the attacks that are defended). The sandbox backends'
-        docstrings list what their isolation leaves out.
+        docstrings list what their isolation leaves out. ``"unsafe-local"`` runs programs as
+        plain processes on this machine (they can read and write the user's files and use the
+        network), with a ``SandboxIsolationWarning`` once per process.
 
     Arguments:
         data: ``None`` for HumanEval, or the path of a JSONL file of tasks.
         reward: ``"all"`` (all tests must pass) or ``"fraction"`` (fraction of tests passed).
-        sandbox: ``"local"`` or ``"docker"`` (agentgym's Python image; ``pip install
-            agentgym[docker]`` and ``scripts/docker_setup.sh``).
+        sandbox: ``"auto"`` (bubblewrap, else Docker, else ``SandboxUnavailable``), ``"local"``
+            (bubblewrap or refuse), ``"docker"`` (agentgym's Python image; ``pip install
+            agentgym[docker]`` and ``scripts/docker_setup.sh``) or ``"unsafe-local"`` (no
+            isolation, on your own responsibility).
         timeout: seconds per run (the whole test suite for the function format, each test for
             stdio).
         memory_mb: address space of each process of a run, in MiB.
@@ -106,7 +116,7 @@ class CodeEnv(AgentEnv):
         *,
         data: str | None = None,
         reward: Literal["all", "fraction"] = "all",
-        sandbox: Literal["local", "docker"] = "local",
+        sandbox: SandboxChoice = "auto",
         timeout: float = 10.0,
         memory_mb: int = 1024,
         max_processes: int = 64,
@@ -115,8 +125,7 @@ class CodeEnv(AgentEnv):
     ) -> None:
         super().__init__(tools=(), render_mode=render_mode)
         choice("reward", reward, ("all", "fraction"))
-        choice("sandbox", sandbox, ("local", "docker"))
-        self.reward_mode, self.backend = reward, sandbox
+        self.reward_mode, self.backend = reward, resolve_sandbox(sandbox)
         self.timeout = seconds("timeout", timeout)
         self.limits = Limits(
             memory=integer("memory_mb", memory_mb, 16) * MiB,
