@@ -36,6 +36,7 @@ __all__ = [
     "Sandbox",
     "SandboxChoice",
     "bwrap_usable",
+    "check_sandbox",
     "cleanup_stale",
     "open_sandbox",
     "resolve_sandbox",

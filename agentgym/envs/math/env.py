@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, SandboxError
@@ -21,7 +21,13 @@ from agentgym.envs.math.tasks import (
 )
 from agentgym.envs.tasks import choose_task
 from agentgym.envs.validate import choice, integer, seconds
-from agentgym.sandbox import Sandbox, open_sandbox
+from agentgym.sandbox import (
+    Sandbox,
+    SandboxChoice,
+    check_sandbox,
+    open_sandbox,
+    resolve_sandbox,
+)
 
 __all__ = ["MathEnv"]
 
@@ -77,7 +83,7 @@ class MathEnv(AgentEnv):
 
     Tools:
         ``python(code: str)`` when ``python_tool=True``: runs ``code`` as a Python 3 script in
-        a sandbox (``"local"`` bubblewrap by default); files persist within an episode.
+        a sandbox (bubblewrap, else Docker, by default); files persist within an episode.
 
     Reward:
         1.0 when the last boxed answer equals the reference, else 0.0 (the rule, including the
@@ -91,8 +97,15 @@ class MathEnv(AgentEnv):
 
     Sandbox: what is isolated and what is not:
         Tool code runs in ``agentgym.sandbox`` (see ``LocalSandbox`` and ``DockerSandbox``): no
-        network, a private work dir reset between episodes, rlimits and a timeout per run. The
-        grader runs in this process and never executes model text.
+        network, a private work dir reset between episodes, rlimits and a timeout per run, and
+        never unisolated unless asked for by name. With ``python_tool``, ``sandbox="auto"``
+        takes bubblewrap where it runs, else Docker where a local daemon answers and holds
+        agentgym's image; with neither, the constructor raises ``SandboxUnavailable`` naming
+        the fixes (install bubblewrap, start Docker and build the image, or pass
+        ``sandbox="unsafe-local"``: plain processes that can read and write the user's files
+        and use the network, with a ``SandboxIsolationWarning`` once per process). Without the
+        tool no model code runs and no sandbox is needed. The grader runs in this process and
+        never executes model text.
 
     Arguments:
         data: ``None`` for reasoning-gym tasks, a ``.jsonl`` / ``.parquet`` path, or a local
@@ -108,7 +121,9 @@ class MathEnv(AgentEnv):
             ``{"basic_arithmetic": {"max_terms": 3}}``; ``None`` for the default mix.
         size: number of generated tasks. data_seed: seed of the generators.
         python_tool: give the model the ``python`` tool (multi-turn).
-        sandbox: ``"local"`` or ``"docker"``, for the tool.
+        sandbox: for the tool: ``"auto"`` (bubblewrap, else Docker, else
+            ``SandboxUnavailable``), ``"local"`` (bubblewrap or refuse), ``"docker"`` or
+            ``"unsafe-local"`` (no isolation, on your own responsibility).
         python_timeout: seconds per tool run. max_turns: turns with the tool (default 8).
         grade_timeout: seconds math-verify may take per answer.
         tool_parser: parser for tool calls written as text. render_mode: ``"ansi"``/``"human"``.
@@ -136,7 +151,7 @@ class MathEnv(AgentEnv):
         size: int = 1000,
         data_seed: int = 0,
         python_tool: bool = False,
-        sandbox: Literal["local", "docker"] = "local",
+        sandbox: SandboxChoice = "auto",
         python_timeout: float = 10.0,
         max_turns: int | None = None,
         grade_timeout: float = 10.0,
@@ -146,7 +161,7 @@ class MathEnv(AgentEnv):
         require_math_verify()
         if not isinstance(python_tool, bool):
             raise ConfigError("python_tool", python_tool, "must be a bool", "pass True or False")
-        choice("sandbox", sandbox, ("local", "docker"))
+        check_sandbox(sandbox)
         choice("answer_format", answer_format, ("auto", "plain", "gsm8k", "math"))
         self.python_timeout = seconds("python_timeout", python_timeout)
         self.grade_timeout = seconds("grade_timeout", grade_timeout)
@@ -157,7 +172,9 @@ class MathEnv(AgentEnv):
             tool_timeout=self.python_timeout + 60,  # the sandbox's own timeout comes first
             render_mode=render_mode,
         )
-        self.python_tool, self.backend = python_tool, sandbox
+        # Only the tool runs model code: Math-v0 needs no sandbox and refuses nothing.
+        self.python_tool = python_tool
+        self.backend = resolve_sandbox(sandbox) if python_tool else sandbox
         default_turns = 8 if python_tool else 1
         self.max_turns = integer("max_turns", default_turns if max_turns is None else max_turns)
         if data is not None:
