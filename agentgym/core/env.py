@@ -1,20 +1,32 @@
 """``AgentEnv``: the base of every agentgym env.
 
-Subclasses implement the async ``areset`` and ``astep``; the base gives the synchronous
-``reset``/``step`` Gymnasium expects (see :mod:`agentgym.core.aio`), idempotent ``close``, and the
-tool plumbing every tool-using env needs: parse an action with the env's parser, run the declared
-tools concurrently with a deadline, and answer every call (good or malformed) with a tool message.
+Subclasses implement either style, and the base gives them the other (see
+:mod:`agentgym.core.styles`): the async pair ``areset``/``astep`` (the base adds the synchronous
+``reset``/``step`` Gymnasium expects) or the Gymnasium pair ``reset``/``step`` (the base adds
+``areset``/``astep``, which run them on the env's worker thread). The base also gives idempotent
+``close`` and the tool plumbing every tool-using env needs: parse an action with the env's parser,
+run the declared tools concurrently with a deadline, and answer every call (good or malformed)
+with a tool message.
 
-A subclass looks like::
+Async style::
 
     class MyEnv(AgentEnv):
         async def areset(self, *, seed=None, options=None):
             await super().areset(seed=seed, options=options)   # seeds self.np_random
-            ...
             return (user("the task"),), {"tools": self.tool_schemas()}
 
         async def astep(self, action):
             parsed = self.parse(action)
+            ...
+
+Gymnasium style::
+
+    class MyEnv(AgentEnv):
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)                            # seeds self.np_random
+            return (user("the task"),), {"tools": []}
+
+        def step(self, action):
             ...
 """
 
@@ -27,10 +39,16 @@ from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 
-from agentgym.core.aio import deadline, run_sync
-from agentgym.core.errors import ConfigError, DeadlineExceeded, EnvStateError
+from agentgym.core.aio import deadline
+from agentgym.core.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    EnvDefinitionError,
+    EnvStateError,
+)
 from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
 from agentgym.core.spaces import AssistantTurn, Messages
+from agentgym.core.styles import SyncWorker, install_adapters, style_of
 from agentgym.core.tools import Tool, ToolCallFailed, clip
 from agentgym.core.types import Action, Message, Observation, tool_message
 
@@ -83,14 +101,64 @@ class AgentEnv(gym.Env[Observation, Action]):
         self._last_observation: Observation = ()
         self._closed = False
         self._turn = 0
+        self._check_style()
 
-    # --- the async API subclasses implement -------------------------------------------------
+    # --- the two styles -------------------------------------------------------------------------
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        install_adapters(cls)
+
+    def _check_style(self) -> None:
+        if style_of(type(self))["step"] is None:
+            raise EnvDefinitionError(
+                f"{type(self).__name__} implements neither step style. Fix: define the async pair "
+                "`async def areset(self, *, seed=None, options=None)` and `async def astep(self, "
+                "action)`, or the Gymnasium pair `def reset(self, *, seed=None, options=None)` and "
+                "`def step(self, action)`"
+            )
+
+    def _sync_worker(self) -> SyncWorker:
+        """The thread this env's synchronous methods run on when called through the async API."""
+        worker = self.__dict__.get("_worker")
+        if worker is None or not worker.alive:
+            worker = SyncWorker(f"agentgym-env-{type(self).__name__}")
+            self.__dict__["_worker"] = worker
+        return worker
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        worker = self.__dict__.pop("_worker", None)
+        if worker is not None:
+            worker.stop()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_worker", None)  # a thread does not pickle; a copy starts its own
+        return state
+
+    # --- the bases: seeding and state only ------------------------------------------------------
+    # A subclass overrides one side of each pair (see agentgym.core.styles); these bases are what
+    # ``super()`` reaches from either side, so they never call back into the subclass.
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode. Subclasses call ``await super().areset(seed=seed, options=options)``
-        first: it seeds ``self.np_random`` through Gymnasium's ``Env.reset``."""
+        (or ``super().reset(seed=seed)``) first: it seeds ``self.np_random`` through Gymnasium's
+        ``Env.reset``."""
+        return self._seed(seed, options)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode (the Gymnasium style); ``super().reset(seed=seed)`` seeds
+        ``self.np_random``. An async subclass gets a ``reset`` that runs its ``areset``."""
+        return self._seed(seed, options)
+
+    def _seed(
+        self, seed: int | None, options: dict[str, Any] | None
+    ) -> tuple[Observation, dict[str, Any]]:
         if self._closed:
             raise EnvStateError(f"{type(self).__name__} was closed; make a new env to reset")
         gym.Env.reset(self, seed=seed, options=options)
@@ -99,39 +167,26 @@ class AgentEnv(gym.Env[Observation, Action]):
 
     async def astep(self, action: Action) -> StepResult:
         """Apply one model turn; returns ``(new_messages, reward, terminated, truncated, info)``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement astep")
+        raise NotImplementedError(f"{type(self).__name__} must implement astep or step")
+
+    def step(self, action: Action) -> StepResult:
+        """Apply one model turn (the Gymnasium style). An async subclass gets a ``step`` that
+        runs its ``astep``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step or astep")
 
     async def aclose(self) -> None:
         """Release what the env holds (sandboxes, servers). Subclasses end with
-        ``await super().aclose()``, which marks the env closed; ``close()`` calls this at most
-        once, and async owners (the vector env) check ``closed`` first."""
-        self._closed = True
+        ``await super().aclose()``; ``close()`` runs this at most once, and async owners (the
+        vector env) check ``closed`` first."""
+        self._mark_closed()
+
+    def close(self) -> None:
+        """Release what the env holds (the Gymnasium style); idempotent."""
+        self._mark_closed()
 
     @property
     def closed(self) -> bool:
         return self._closed
-
-    # --- the synchronous Gymnasium API --------------------------------------------------------
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        obs, info = run_sync(self.areset(seed=seed, options=options))
-        self._last_observation = obs
-        return obs, info
-
-    def step(self, action: Action) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]:
-        result = run_sync(self.astep(action))
-        self._last_observation = result[0]
-        return result
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        try:
-            run_sync(self.aclose())
-        finally:
-            self._closed = True
 
     def render(self) -> str | None:  # type: ignore[override]
         text = "\n\n".join(

@@ -14,6 +14,7 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
         ├── UnknownParserError      a tool-call parser name that does not exist
         ├── EnvCheckError           ``agentgym.utils.check_env`` found contract violations
         ├── EnvStateError           an env used out of order (step before reset, after close)
+        ├── EnvDefinitionError      an env class that implements neither style (also a TypeError)
         ├── DynamicSamplingExhausted  DAPO dynamic sampling hit its cap on sampling rounds
         ├── SandboxFileError        a sandbox file op failed (missing, outside the work dir)
         └── InfraError              something outside the process failed (sandbox, server)
@@ -37,6 +38,7 @@ __all__ = [
     "DeadlineExceeded",
     "DynamicSamplingExhausted",
     "EnvCheckError",
+    "EnvDefinitionError",
     "EnvStateError",
     "Error",
     "InfraError",
@@ -103,6 +105,10 @@ class EnvCheckError(Error, AssertionError):
 
 class EnvStateError(Error, RuntimeError):
     """An env was used out of order, e.g. stepped before reset or after close."""
+
+
+class EnvDefinitionError(Error, TypeError):
+    """An ``AgentEnv`` subclass breaks the class contract (e.g. implements no step method)."""
 
 
 class DynamicSamplingExhausted(Error, RuntimeError):

@@ -355,6 +355,9 @@ def _check_spec(run: _Run) -> None:
         return
     if pickle.loads(pickle.dumps(spec)) != spec:
         run.fail(f"spec {spec.id!r} does not survive a pickle round trip unchanged")
+    if callable(spec.entry_point):  # as gymnasium.register allows; EnvSpec.to_json refuses it
+        run.skipped.append("spec JSON (a callable entry point)")
+        return
     json.loads(spec.to_json())
 
 

@@ -18,7 +18,7 @@ from agentgym.core import (
     tool_call,
     user,
 )
-from agentgym.error import ConfigError, EnvStateError, UnknownParserError
+from agentgym.error import ConfigError, EnvDefinitionError, EnvStateError, UnknownParserError
 
 
 @tool
@@ -141,7 +141,9 @@ def test_run_tool_calls_answers_every_call_in_order(
 
 def test_tools_run_concurrently() -> None:
     ARRIVED.clear()
-    env = AgentEnv(tools=[rendezvous], tool_timeout=5.0)
+    env = ToolEnv()
+    env.tools = (rendezvous,)
+    env.tool_timeout = 5.0
     env.reset()
     obs = asyncio.run(env.run_tool_calls(env.parse(_hermes("rendezvous", {}) * 3)))
     assert [m["content"] for m in obs] == ["met", "met", "met"]
@@ -217,8 +219,11 @@ def test_bad_constructor_arguments_raise(kwargs: dict[str, Any], error: type, ma
         AgentEnv(**kwargs)
 
 
-def test_astep_must_be_implemented() -> None:
-    env = AgentEnv()
-    env.reset()
-    with pytest.raises(NotImplementedError, match="AgentEnv must implement astep"):
-        env.step("hi")
+def test_a_class_without_either_step_fails_at_construction_naming_both_styles() -> None:
+    class Empty(AgentEnv):
+        pass
+
+    with pytest.raises(EnvDefinitionError, match=r"async def astep.*def step\(self, action\)"):
+        Empty()
+    with pytest.raises(TypeError):  # what Gymnasium code expects of a bad class
+        AgentEnv()

@@ -1,0 +1,223 @@
+"""The two env styles: async (``areset``/``astep``/``aclose``) and Gymnasium (``reset``/``step``/``close``).
+
+An ``AgentEnv`` subclass implements either method of each pair; ``install_adapters`` (called from
+``AgentEnv.__init_subclass__``) gives the class the other one:
+
+- a class that defines ``areset`` gets a ``reset`` that runs *that class's* ``areset`` to
+  completion (``run_sync``); likewise ``step`` from ``astep`` and ``close`` from ``aclose``;
+- a class that defines ``reset`` gets an ``areset`` that runs *that class's* ``reset`` on the env's
+  worker thread, so a slow synchronous env never blocks the event loop that drives its siblings;
+  likewise ``astep`` from ``step`` and ``aclose`` from ``close``.
+
+The adapters call the defining class's own method, never ``self.<method>``: a Gymnasium-style
+subclass of an async env (``reset`` over an inherited ``areset``) then reaches the parent's async
+code through ``super().reset()`` without the two adapters calling each other forever. The bases in
+``AgentEnv`` only seed and mark state, so ``super().reset(seed=seed)`` and
+``await super().areset(seed=seed)`` both seed ``np_random`` and return at once, from either style.
+
+Each env gets one worker thread for its synchronous methods (created on first use), not a slot in
+a shared pool: calls of one env keep their order and their thread (a sync env may hold
+thread-bound resources), and 64 envs step side by side. A call that outlives its caller's deadline
+keeps its thread busy; the vector env then rebuilds the env, and the stuck daemon thread cannot
+keep the interpreter from exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import queue
+import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentgym.core.aio import run_sync
+from agentgym.core.errors import EnvStateError
+
+if TYPE_CHECKING:
+    from agentgym.core.env import AgentEnv
+
+__all__ = ["PAIRS", "SyncWorker", "install_adapters", "style_of"]
+
+T = TypeVar("T")
+
+PAIRS: tuple[tuple[str, str], ...] = (("reset", "areset"), ("step", "astep"), ("close", "aclose"))
+"""``(synchronous name, async name)`` of each method pair."""
+
+_ADAPTER = "__agentgym_adapter__"
+_WRAPPED = "__agentgym_wrapped__"
+# Ids of the envs whose own async reset is running in this context (see _guard_reset).
+_IN_ARESET: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "agentgym_in_areset", default=frozenset()
+)
+
+
+class SyncWorker:
+    """One daemon thread that runs an env's synchronous calls in order."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while (job := self._queue.get()) is not None:
+            job()
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the worker thread; cancelling the await abandons the call."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        context = contextvars.copy_context()
+
+        def settle(ok: bool, value: Any) -> None:
+            if future.done():  # the caller gave up (deadline or cancel)
+                return
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+        def job() -> None:
+            try:
+                result = context.run(fn, *args, **kwargs)
+            except BaseException as error:  # handed to the awaiting caller, not lost here
+                outcome: tuple[bool, Any] = (False, error)
+            else:
+                outcome = (True, result)
+            try:
+                loop.call_soon_threadsafe(settle, *outcome)
+            except RuntimeError:  # the caller's loop closed meanwhile: nobody is waiting
+                pass
+
+        self._queue.put(job)
+        return await future
+
+    def stop(self) -> None:
+        """Let the thread end after the calls already queued."""
+        self._queue.put(None)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+def style_of(cls: type) -> dict[str, str | None]:
+    """For each pair's sync name, which side the class implements: ``"sync"``, ``"async"`` (the
+    most derived definition wins) or ``None`` (only the base's)."""
+    from agentgym.core.env import AgentEnv
+
+    styles: dict[str, str | None] = {}
+    for sync_name, async_name in PAIRS:
+        styles[sync_name] = None
+        for klass in cls.__mro__:
+            if klass is AgentEnv or not issubclass(klass, AgentEnv):
+                break
+            own = {n for n in (sync_name, async_name) if _defines(klass, n)}
+            if own:
+                styles[sync_name] = "async" if async_name in own else "sync"
+                break
+    return styles
+
+
+def _defines(klass: type, name: str) -> bool:
+    """Whether ``klass`` itself defines ``name`` (an adapter installed for it does not count)."""
+    value = klass.__dict__.get(name)
+    return value is not None and not getattr(value, _ADAPTER, False)
+
+
+def install_adapters(cls: type[AgentEnv]) -> None:
+    """Give ``cls`` the missing side of each pair it implements one side of."""
+    for sync_name, async_name in PAIRS:
+        has_sync, has_async = _defines(cls, sync_name), _defines(cls, async_name)
+        for name, defined in ((sync_name, has_sync), (async_name, has_async)):
+            if defined:
+                setattr(cls, name, _wrap(cls.__dict__[name], name))
+        if has_async and not has_sync:
+            setattr(cls, sync_name, _sync_adapter(cls, sync_name, async_name))
+        elif has_sync and not has_async:
+            setattr(cls, async_name, _async_adapter(cls, sync_name, async_name))
+
+
+def _mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+    setattr(fn, _ADAPTER, True)
+    return fn
+
+
+def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """A subclass's own reset/step kept as written, plus bookkeeping: the last observation (for
+    ``render``) and, for ``areset``, that the env's async reset is running in this context."""
+    if name in ("close", "aclose") or getattr(fn, _WRAPPED, False):
+        return fn
+    if name == "areset":
+
+        @functools.wraps(fn)
+        async def areset(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+            token = _IN_ARESET.set(_IN_ARESET.get() | {id(self)})
+            try:
+                return _record(self, await fn(self, *args, **kwargs))
+            finally:
+                _IN_ARESET.reset(token)
+
+        wrapped = areset
+    elif name == "astep":
+
+        @functools.wraps(fn)
+        async def astep(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+            return _record(self, await fn(self, *args, **kwargs))
+
+        wrapped = astep
+    else:
+
+        @functools.wraps(fn)
+        def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+            return _record(self, fn(self, *args, **kwargs))
+
+        wrapped = method
+    setattr(wrapped, _WRAPPED, True)
+    return wrapped
+
+
+def _record(env: AgentEnv, result: Any) -> Any:
+    if isinstance(result, tuple) and result:
+        env._last_observation = result[0]
+    return result
+
+
+def _sync_adapter(cls: type[AgentEnv], sync_name: str, async_name: str) -> Callable[..., Any]:
+    def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+        if sync_name == "close" and self.closed:
+            return None
+        if sync_name == "reset" and id(self) in _IN_ARESET.get():
+            raise EnvStateError(
+                f"super().reset() inside an async reset reached {cls.__name__}.{async_name}, an "
+                f"async method, from synchronous code on a running event loop. Fix: await "
+                f"super().areset(seed=seed, options=options) to run {cls.__name__}'s reset"
+            )
+        coroutine: Coroutine[Any, Any, Any] = getattr(cls, async_name)(self, *args, **kwargs)
+        try:
+            return run_sync(coroutine)
+        finally:
+            if sync_name == "close":
+                self._mark_closed()
+
+    method.__name__ = method.__qualname__ = sync_name
+    method.__doc__ = f"Run ``{cls.__name__}.{async_name}`` to completion (synchronous API)."
+    return _mark(method)
+
+
+def _async_adapter(cls: type[AgentEnv], sync_name: str, async_name: str) -> Callable[..., Any]:
+    async def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+        if sync_name == "close" and self.closed:
+            return None
+        fn = getattr(cls, sync_name)
+        try:
+            return await self._sync_worker().call(fn, self, *args, **kwargs)
+        finally:
+            if sync_name == "close":
+                self._mark_closed()
+
+    method.__name__ = method.__qualname__ = async_name
+    method.__doc__ = f"Run ``{cls.__name__}.{sync_name}`` on the env's worker thread (async API)."
+    return _mark(method)
