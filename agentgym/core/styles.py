@@ -1,4 +1,4 @@
-"""The two env styles: async (``areset``/``astep``/``aclose``) and Gymnasium (``reset``/``step``/``close``).
+"""The two env styles: async (``areset``/``astep``/``aclose``) and Gymnasium (``reset``/``step``).
 
 An ``AgentEnv`` subclass implements either method of each pair; ``install_adapters`` (called from
 ``AgentEnv.__init_subclass__``) gives the class the other one:
@@ -25,6 +25,7 @@ keep the interpreter from exiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import queue
@@ -86,10 +87,9 @@ class SyncWorker:
                 outcome: tuple[bool, Any] = (False, error)
             else:
                 outcome = (True, result)
-            try:
+            # RuntimeError: the caller's loop closed meanwhile, so nobody is waiting.
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, *outcome)
-            except RuntimeError:  # the caller's loop closed meanwhile: nobody is waiting
-                pass
 
         self._queue.put(job)
         return await future

@@ -105,7 +105,9 @@ def test_sync_envs_step_side_by_side_in_a_vector_env() -> None:
     assert len({o[0]["content"] for o in obs}) == 8  # seeds 0..7: different tasks
     _, rewards, terminated, truncated, infos = venv.step(["x"] * 8)
     assert "infra_error" not in infos
-    assert not truncated.any() and not terminated.any() and not rewards.any()
+    assert not truncated.any()
+    assert not terminated.any()
+    assert not rewards.any()
     envs = venv.envs
     venv.close()
     assert [e.closes for e in envs] == [1] * 8
