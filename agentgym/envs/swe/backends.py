@@ -10,7 +10,8 @@ Backends:
 - ``local`` (``LocalSWEBackend``): a ``LocalSandbox`` (bubblewrap) per sandbox; the
   repository is checked out once per instance on the host and copied in. Runs the host's
   ``/usr/bin/python3`` with Debian's ``python3-pytest`` and ``git``. Checkouts are shared by
-  every local backend of the process and removed at exit.
+  every local backend of the process and removed at exit. Without bubblewrap it refuses to
+  start; ``isolation="none"`` (``sandbox="unsafe-local"``) runs unisolated, asked for by name.
 - ``docker`` (``DockerSWEBackend`` in ``agentgym.envs.swe.docker_backend``, imported lazily):
   a container per sandbox from the instance's image. That module provides
   ``DockerSWEBackend(**options)`` and ``docker_available() -> bool``.
@@ -29,7 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 from agentgym.core.errors import ConfigError, SandboxError, SandboxUnavailable
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import CheckoutCache
-from agentgym.sandbox import Limits, LocalSandbox, Sandbox
+from agentgym.sandbox import SANDBOXES, Limits, LocalSandbox, Sandbox, _bwrap, check_sandbox
+from agentgym.sandbox.selection import BWRAP_FIX, resolve_sandbox, warn_unisolated
 
 __all__ = [
     "BACKENDS",
@@ -42,7 +44,8 @@ __all__ = [
 
 REPO_DIR = "repo"
 """The repository's folder, relative to the sandbox's work dir (``f"{sb.workdir}/repo"``)."""
-BACKENDS = ("auto", "docker", "local")
+BACKENDS = SANDBOXES
+"""The ``sandbox=`` values: ``"auto"``, ``"local"``, ``"docker"``, ``"unsafe-local"``."""
 SETUP_TIMEOUT = 600.0
 
 
@@ -87,6 +90,20 @@ async def prepare_repo(sandbox: Sandbox, instance: SWEInstance, *, timeout: floa
     await sandbox.run(["git", "update-index", "-q", "--refresh"], timeout=timeout, cwd=REPO_DIR)
 
 
+def _bwrap_problem() -> str | None:
+    """Why bubblewrap cannot isolate the local backend here, with the fixes; None if it can."""
+    # Looked up on the module at each call, so that tests can stand in for the probe.
+    if _bwrap.bwrap_usable():
+        return None
+    why = _bwrap.why_not_bwrap() or "bubblewrap cannot make sandboxes here"
+    return (
+        f"{why}, and agentgym never runs the agent's commands unisolated unless asked. Fix: "
+        f"{BWRAP_FIX}; or pass sandbox='docker' (bash scripts/docker_setup.sh sets it up); or, "
+        "to run them as plain processes with no isolation (they can then read and write your "
+        "files and use the network), sandbox='unsafe-local' (LocalSWEBackend(isolation='none'))"
+    )
+
+
 @functools.cache
 def _host_problem() -> str | None:
     """What the local backend lacks on this machine (checked once a process), or None."""
@@ -114,12 +131,15 @@ class LocalSWEBackend:
 
     Args:
         limits: the sandboxes' default ``Limits`` (memory, processes, file size, output).
-        isolation: ``"auto"`` (bubblewrap when it works, else unisolated with a warning),
-            ``"bwrap"`` (fail without it) or ``"none"``.
+        isolation: ``"auto"`` or ``"bwrap"`` (both: bubblewrap, else ``SandboxUnavailable`` at
+            construction), or ``"none"``: plain rlimited processes that can read and write the
+            host's files and use the network, with a ``SandboxIsolationWarning`` once per
+            process; only for code you trust.
         setup_timeout: seconds each of an instance's setup commands may run.
 
-    Raises ``SandboxUnavailable`` naming the fix when this machine lacks ``git`` or a system
-    ``python3`` with pytest >= 7 (Debian: ``apt-get install git python3-pytest``).
+    Raises ``SandboxUnavailable`` naming the fix when bubblewrap cannot run here (unless
+    ``isolation="none"``), or this machine lacks ``git`` or a system ``python3`` with
+    pytest >= 7 (Debian: ``apt-get install git python3-pytest``).
     """
 
     name = "local"
@@ -134,10 +154,18 @@ class LocalSWEBackend:
         if limits is not None and not isinstance(limits, Limits):
             raise ConfigError("limits", limits, "must be an agentgym.sandbox.Limits", "Limits()")
         if isolation not in ("auto", "bwrap", "none"):
-            raise ConfigError("isolation", isolation, "must be 'auto', 'bwrap' or 'none'", "auto")
-        problem = _host_problem()
+            raise ConfigError(
+                "isolation",
+                isolation,
+                "must be 'auto', 'bwrap' (both: bubblewrap or refuse) or 'none' (no isolation)",
+                "pass isolation='auto'",
+            )
+        problem = _bwrap_problem() if isolation != "none" else None
+        problem = problem or _host_problem()
         if problem is not None:
             raise SandboxUnavailable(f"the local SWE backend cannot run here: {problem}")
+        if isolation == "none":
+            warn_unisolated("the local SWE backend with isolation='none' was asked for")
         self.limits, self.isolation, self.setup_timeout = limits, isolation, setup_timeout
         # One checkout per instance for every env of the process (16 envs of a vector env
         # do not each clone every repository).
@@ -175,29 +203,42 @@ def _docker_module() -> Any:
     return importlib.import_module("agentgym.envs.swe.docker_backend")
 
 
-def _docker_answers() -> bool:
-    try:
-        module = _docker_module()
-    except ModuleNotFoundError as e:  # the module (not yet) or the docker SDK is missing
-        if e.name not in ("agentgym.envs.swe.docker_backend", "docker"):
-            raise
-        return False
-    return bool(module.docker_available())
-
-
 def make_backend(name: str | None = None, **options: Any) -> SWEBackend:
-    """The backend called ``name``: ``"local"``, ``"docker"``, or ``None`` / ``"auto"``
-    (docker when a daemon answers, else local). ``options`` go to the backend's constructor."""
-    if name is None or name == "auto":
-        name = "docker" if _docker_answers() else "local"
-    if name == "local":
-        return LocalSWEBackend(**options)
+    """The backend that ``sandbox=name`` stands for; ``options`` go to its constructor.
+
+    ``"auto"`` (or None): ``local`` where bubblewrap runs and this machine has git and pytest,
+    else ``docker`` where a local daemon answers and holds agentgym's image, else
+    ``SandboxUnavailable`` naming the fixes. ``"local"``: bubblewrap or refuse. ``"docker"``:
+    the daemon and image or refuse. ``"unsafe-local"``: the local backend with
+    ``isolation="none"`` (no isolation; warned once per process). An unknown name, or an
+    ``isolation`` option that contradicts the name, raises ``ConfigError``.
+    """
+    name = "auto" if name is None else name
+    check_sandbox(name)
+    isolation = options.pop("isolation", None)
+    if name == "auto":
+        _check_isolation(isolation, name, ("auto", "bwrap"))
+        name = resolve_sandbox("auto", local_needs=_host_problem)
+    elif name == "docker":
+        resolve_sandbox("docker")
     if name == "docker":
+        _check_isolation(isolation, "docker", ())
         backend: SWEBackend = _docker_module().DockerSWEBackend(**options)
         return backend
-    raise ConfigError(
-        "sandbox",
-        name,
-        "must be 'auto', 'docker' or 'local'",
-        "pass sandbox='local' (bubblewrap, no Docker needed) or 'docker'",
-    )
+    if name == "unsafe-local":
+        _check_isolation(isolation, name, ("none",))
+        return LocalSWEBackend(isolation="none", **options)
+    _check_isolation(isolation, name, ("auto", "bwrap"))
+    return LocalSWEBackend(isolation="bwrap", **options)
+
+
+def _check_isolation(isolation: object, name: str, allowed: tuple[str, ...]) -> None:
+    """An ``isolation`` backend option must agree with ``sandbox=name`` (None: not given)."""
+    if isolation is not None and isolation not in allowed:
+        raise ConfigError(
+            "backend_options['isolation']",
+            isolation,
+            f"contradicts sandbox={name!r}",
+            "leave isolation out and choose with sandbox=: 'local' (bubblewrap), 'docker', "
+            "'auto', or 'unsafe-local' (no isolation)",
+        )

@@ -14,14 +14,14 @@ from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, InfraError
 from agentgym.core.types import Action, Observation, system, user
-from agentgym.envs.swe.backends import BACKENDS, SWEBackend, make_backend
+from agentgym.envs.swe.backends import SWEBackend, make_backend
 from agentgym.envs.swe.grader import GradeResult, agent_diff, grade
 from agentgym.envs.swe.instances import SWEInstance, read_instances
 from agentgym.envs.swe.text import NO_TOOL_CALL, SANDBOX_FAILED, SYSTEM, verdict
 from agentgym.envs.swe.tools import RepoTools
 from agentgym.envs.tasks import choose_task
-from agentgym.envs.validate import choice, integer, seconds
-from agentgym.sandbox import Sandbox
+from agentgym.envs.validate import integer, seconds
+from agentgym.sandbox import Sandbox, SandboxChoice, check_sandbox
 
 __all__ = ["SWEEnv"]
 
@@ -97,14 +97,20 @@ class SWEEnv(AgentEnv):
         left running or wrote outside the repository reaches it; only its diff does, minus the
         protected paths. Not isolated: the graded tests import the agent's code in the same
         process as pytest, so code written to patch pytest itself could forge a pass (the
-        grader's docstring lists what is defended); the local backend without bubblewrap runs
-        unisolated (with a warning); see the sandbox backends for what their isolation leaves
-        out.
+        grader's docstring lists what is defended); see the sandbox backends for what their
+        isolation leaves out. The agent's commands never run unisolated unless asked for by
+        name: ``sandbox="auto"`` takes ``"local"`` where bubblewrap runs (and the host has git
+        and pytest), else ``"docker"`` where a local daemon answers and holds agentgym's image;
+        with neither, the constructor raises ``SandboxUnavailable`` naming the fixes (install
+        bubblewrap, start Docker and build the image, or pass ``sandbox="unsafe-local"``: plain
+        processes that can read and write the user's files and use the network, with a
+        ``SandboxIsolationWarning`` once per process).
 
     Arguments:
         instances: a JSONL path or a list of SWE-bench-style dicts; ``None`` for the shipped set.
-        sandbox: ``"auto"`` (docker when a daemon answers, else local), ``"docker"`` or
-            ``"local"``.
+        sandbox: ``"auto"`` (bubblewrap, else Docker, else ``SandboxUnavailable``),
+            ``"local"`` (bubblewrap or refuse), ``"docker"`` or ``"unsafe-local"`` (no
+            isolation, on your own responsibility).
         backend: a ready ``SWEBackend`` to share between envs (the env does not close it);
             overrides ``sandbox``.
         backend_options: keyword arguments of the backend (e.g. ``{"limits": Limits(...)}``).
@@ -134,7 +140,7 @@ class SWEEnv(AgentEnv):
         self,
         *,
         instances: str | Path | Sequence[Mapping[str, Any]] | None = None,
-        sandbox: str = "auto",
+        sandbox: SandboxChoice = "auto",
         backend: SWEBackend | None = None,
         backend_options: Mapping[str, Any] | None = None,
         max_turns: int = 50,
@@ -146,7 +152,7 @@ class SWEEnv(AgentEnv):
         tool_parser: str = "hermes",
         render_mode: str | None = None,
     ) -> None:
-        choice("sandbox", sandbox, BACKENDS)
+        check_sandbox(sandbox)
         self.command_timeout = seconds("command_timeout", command_timeout)
         self.test_timeout = seconds("test_timeout", test_timeout)
         self.setup_timeout = seconds("setup_timeout", setup_timeout)

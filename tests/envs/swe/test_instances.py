@@ -170,7 +170,7 @@ def test_materialize_names_a_missing_commit_and_refuses_a_full_folder(
 
 
 def test_make_backend_rejects_an_unknown_name() -> None:
-    with pytest.raises(ConfigError, match=r"'podman'.*'auto', 'docker' or 'local'"):
+    with pytest.raises(ConfigError, match=r"'podman'.*'auto', 'local'.*'unsafe-local'"):
         make_backend("podman")
     assert make_backend("local").name == "local"
 
