@@ -21,6 +21,7 @@ from agentgym.core.errors import Error
 from agentgym.inference._fused import FusedDecoder
 from agentgym.inference._prefix import KV, PrefixCache
 from agentgym.inference.base import Completion, FinishReason, SamplingParams
+from agentgym.inference.kvcache import cache_keyword
 from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
 
 __all__ = ["Row", "RunningBatch"]
@@ -64,6 +65,7 @@ class RunningBatch:
         self.positions = torch.zeros(0, dtype=torch.long)  # [B] real tokens in the cache
         self.prefilled = 0  # prompt tokens run through the model
         self._keep_arg = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self._cache_arg = cache_keyword(model)
 
     @property
     def device(self) -> torch.device:
@@ -94,13 +96,14 @@ class RunningBatch:
     def _forward(
         self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
     ) -> torch.Tensor:
-        kwargs = {"logits_to_keep": 1} if self._keep_arg else {}
+        kwargs: dict[str, object] = {self._cache_arg: cache}
+        if self._keep_arg:
+            kwargs["logits_to_keep"] = 1
         device = self.device
         out = self.model(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             position_ids=pos.to(device),
-            past_key_values=cache,
             use_cache=True,
             **kwargs,
         )

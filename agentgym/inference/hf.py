@@ -64,7 +64,7 @@ class HFEngine:
     """Generate with a transformers causal LM in this process (CPU or one GPU).
 
     Args:
-        model: a ``PreTrainedModel`` whose forward accepts ``past_key_values`` (any causal LM).
+        model: a ``PreTrainedModel`` whose forward takes a KV cache (any causal LM).
         tokenizer: its tokenizer (EOS ids, decoding for stop strings and ``Completion.text``).
         max_batch_size: most requests decoded together; more wait in the queue.
         device: move the model there first (default: leave it where it is).

@@ -99,13 +99,18 @@ def shared_prefix_hidden(
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
+    from agentgym.inference.kvcache import cache_keyword
+
+    keyword = cache_keyword(base_model)
     prefix_positions = (shared.mask.cumsum(-1) - 1).clamp(min=0)
-    prefix = base_model(
+    prefix = DynamicCache(config=base_model.config)  # as the model makes its own: the layer kinds
+    base_model(
         input_ids=shared.ids,
         attention_mask=shared.mask,
         position_ids=prefix_positions,
         use_cache=True,
-    ).past_key_values
+        **{keyword: prefix},
+    )
     if not all(type(layer) is DynamicLayer for layer in getattr(prefix, "layers", [None])):
         return None  # sliding windows, linear attention, ...: not a cache of every key
     layers = [(layer.keys[shared.owner], layer.values[shared.owner]) for layer in prefix.layers]
@@ -120,8 +125,8 @@ def shared_prefix_hidden(
         input_ids=ids,
         attention_mask=mask,
         position_ids=columns,
-        past_key_values=DynamicCache(ddp_cache_data=layers),
         use_cache=True,
+        **{keyword: DynamicCache(ddp_cache_data=layers)},
     ).last_hidden_state  # [B, S, H]
     rows, cols = positions.nonzero(as_tuple=True)
     return hidden[rows, cols - shared.length[rows]]

@@ -11,6 +11,7 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from agentgym.inference import HFEngine, SamplingParams
 from agentgym.inference._fused import FusedDecoder
+from agentgym.inference.kvcache import cache_keyword
 from agentgym.models import load, tiny_config
 
 torch.set_num_threads(1)
@@ -38,6 +39,11 @@ def _qwen2():
     return model
 
 
+def _cache(model, cache):
+    """The forward's keyword argument for ``cache``."""
+    return {cache_keyword(model): cache}
+
+
 def _prefilled(model, rows=5, width=23):
     """A left-padded batch prefilled by the model: its cache, mask and next positions."""
     torch.manual_seed(1)
@@ -49,7 +55,7 @@ def _prefilled(model, rows=5, width=23):
     positions = (mask.cumsum(1) - 1).clamp(min=0)
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache)
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, **_cache(model, cache))
     return cache, mask, positions[:, -1:] + 1
 
 
@@ -77,7 +83,7 @@ def _compare(model, steps=4):
             ids = torch.randint(3, model.config.vocab_size, (mask.shape[0], 1), generator=generator)
             mask = torch.cat([mask, torch.ones(mask.shape[0], 1, dtype=torch.long)], dim=1)
             expected = model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=theirs
+                input_ids=ids, attention_mask=mask, position_ids=positions, **_cache(model, theirs)
             ).logits[:, -1]
             got = decoder(ids, mask, positions, ours)
             assert got.shape == expected.shape
@@ -139,7 +145,7 @@ def test_weights_changed_in_place_are_used_at_the_next_step():
     with torch.inference_mode():
         after = decoder(ids, mask, positions, _copy(cache))
         expected = model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache
+            input_ids=ids, attention_mask=mask, position_ids=positions, **_cache(model, cache)
         ).logits[:, -1]
     assert float((after - before).abs().max()) > 1e-3
     torch.testing.assert_close(after, expected, atol=1e-5, rtol=0)
