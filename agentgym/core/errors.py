@@ -9,7 +9,8 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
     └── Error                       root of everything agentgym raises
         ├── ConfigError             a bad argument or config value (also a ValueError)
         ├── RegistryError           registering or looking up env ids
-        │   └── UnknownEnvError     an id that is not registered ("Did you mean ...?")
+        │   └── UnknownEnvError     an id that is not registered ("Did you mean ...?"; also
+        │                           gymnasium.error.UnregisteredEnv and KeyError)
         ├── ToolDefinitionError     a tool whose signature or docstring cannot become a schema
         ├── UnknownParserError      a tool-call parser name that does not exist
         ├── EnvCheckError           ``agentgym.utils.check_env`` found contract violations
@@ -70,8 +71,8 @@ class RegistryError(Error):
     """Registering an env or resolving an env id failed."""
 
 
-class UnknownEnvError(RegistryError, KeyError):
-    """An env id that is not registered."""
+class UnknownEnvError(RegistryError, gymnasium.error.UnregisteredEnv, KeyError):
+    """An env id that is not registered (also Gymnasium's ``UnregisteredEnv``)."""
 
     def __init__(self, env_id: str, suggestions: Iterable[str] = ()) -> None:
         self.env_id = env_id

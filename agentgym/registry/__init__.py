@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 from agentgym.core.errors import RegistryError, UnknownEnvError
 from agentgym.registry.plugins import PluginStatus, load_plugins, plugins
 
 __all__ = [
+    "EntryPoint",
     "EnvInfo",
     "PluginStatus",
+    "entry_point_name",
     "env_info",
     "list_envs",
     "load_plugins",
@@ -38,12 +41,15 @@ _AGENTGYM_ID_RE = re.compile(r"^agentgym/[A-Z][A-Za-z0-9]*(?:-[A-Z][A-Za-z0-9]*)
 VECTOR_ENTRY_MODULE = "agentgym.vector.entry"
 
 
+EntryPoint = str | Callable[..., Any]
+
+
 @dataclass(frozen=True)
 class EnvInfo:
     """What agentgym knows about a registered env beyond Gymnasium's ``EnvSpec``."""
 
     id: str
-    entry_point: str
+    entry_point: EntryPoint | None
     family: str
     tags: tuple[str, ...] = ()
     extras: tuple[str, ...] = ()
@@ -55,59 +61,115 @@ class EnvInfo:
     def spec(self) -> gym.envs.registration.EnvSpec:
         return gym.spec(self.id)
 
+    @property
+    def entry_point_name(self) -> str:
+        """The entry point as text: ``"module:attribute"`` for a callable too."""
+        return entry_point_name(self.entry_point)
+
+
+def entry_point_name(entry_point: EntryPoint | None) -> str:
+    if entry_point is None or isinstance(entry_point, str):
+        return entry_point or ""
+    module = getattr(entry_point, "__module__", None) or "?"
+    return f"{module}:{getattr(entry_point, '__qualname__', repr(entry_point))}"
+
 
 _ENVS: dict[str, EnvInfo] = {}
 
 
-def register(
+def _check_registration(
     id: str,
-    entry_point: str,
-    *,
-    family: str | None = None,
-    tags: Iterable[str] = (),
-    extras: Iterable[str] = (),
-    reward_range: tuple[float, float] = (0.0, 1.0),
-    description: str = "",
-    max_episode_steps: int | None = None,
-    nondeterministic: bool = False,
-    **kwargs: Any,
-) -> EnvInfo:
-    """Register an env with Gymnasium and record its metadata.
-
-    Args:
-        id: ``namespace/Name[-Variant]-vN``; ids under ``agentgym/`` must match that exactly.
-        entry_point: ``"module:Class"``; the module is imported only when the env is made.
-        family: the env family (defaults to the name before the first ``-``).
-        tags: free-form labels shown by ``agentgym list`` (``"multi-turn"``, ``"tools"``).
-        extras: pip extras the env needs (``pip install agentgym[<extra>]``).
-        reward_range: the smallest and largest total reward of an episode.
-        description: one line for ``agentgym list``.
-        max_episode_steps: passed to Gymnasium (adds a ``TimeLimit`` wrapper).
-        nondeterministic: passed to Gymnasium; the determinism checks skip such envs.
-        **kwargs: default constructor arguments.
-    """
+    entry_point: EntryPoint | None,
+    vector_entry_point: Any,
+    reward_range: tuple[float, float],
+    kwargs: Any,
+) -> re.Match[str]:
     match = _ID_RE.match(id)
     if match is None or (id.startswith("agentgym/") and not _AGENTGYM_ID_RE.match(id)):
         raise RegistryError(
             f"env id {id!r} breaks the id grammar. Fix: use 'namespace/Name[-Variant]-vN', "
             "e.g. 'agentgym/FrozenLake-v0' or 'myorg/MyEnv-v0'."
         )
-    if ":" not in entry_point:
+    if entry_point is None and vector_entry_point is None:
+        raise RegistryError(
+            f"{id!r} has neither an entry_point nor a vector_entry_point. Fix: pass "
+            "entry_point='mypackage.envs:MyEnv' (or the class itself)."
+        )
+    if isinstance(entry_point, str) and ":" not in entry_point:
         raise RegistryError(
             f"entry_point {entry_point!r} for {id!r} is not a 'module:attribute' string. "
-            "Fix: pass e.g. 'mypackage.envs:MyEnv' so the module loads only when the env is made."
+            "Fix: pass e.g. 'mypackage.envs:MyEnv' (the module loads only when the env is made), "
+            "or the class or factory itself."
+        )
+    if entry_point is not None and not isinstance(entry_point, str) and not callable(entry_point):
+        raise RegistryError(
+            f"entry_point {entry_point!r} for {id!r} is neither a 'module:attribute' string nor "
+            "callable. Fix: pass 'mypackage.envs:MyEnv' or the class MyEnv."
         )
     if reward_range[0] > reward_range[1]:
         raise RegistryError(
             f"reward_range {reward_range!r} for {id!r} has min > max. Fix: swap them."
         )
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise RegistryError(
+            f"kwargs {kwargs!r} for {id!r} is not a dict. Fix: pass the default constructor "
+            "arguments as kwargs={'name': value}."
+        )
+    return match
+
+
+def register(
+    id: str,
+    entry_point: EntryPoint | None = None,
+    *,
+    family: str | None = None,
+    tags: Iterable[str] = (),
+    extras: Iterable[str] = (),
+    reward_range: tuple[float, float] = (0.0, 1.0),
+    description: str = "",
+    reward_threshold: float | None = None,
+    nondeterministic: bool = False,
+    max_episode_steps: int | None = None,
+    order_enforce: bool = True,
+    disable_env_checker: bool = False,
+    additional_wrappers: tuple[WrapperSpec, ...] = (),
+    vector_entry_point: Any = None,
+    kwargs: dict[str, Any] | None = None,
+) -> EnvInfo:
+    """Register an env with Gymnasium and record its metadata.
+
+    Takes every argument of ``gymnasium.register``, with the same meaning, plus agentgym's
+    metadata. Registering an id again replaces it, with Gymnasium's warning.
+
+    Args:
+        id: ``namespace/Name[-Variant]-vN``; ids under ``agentgym/`` must match that exactly.
+        entry_point: ``"module:Class"`` (the module is imported only when the env is made) or the
+            class or factory itself.
+        family: the env family (defaults to the name before the first ``-``).
+        tags: free-form labels shown by ``agentgym list`` (``"multi-turn"``, ``"tools"``).
+        extras: pip extras the env needs (``pip install agentgym[<extra>]``).
+        reward_range: the smallest and largest total reward of an episode.
+        description: one line for ``agentgym list``.
+        reward_threshold, nondeterministic, max_episode_steps, order_enforce,
+            disable_env_checker, additional_wrappers: as in ``gymnasium.register``
+            (``nondeterministic`` envs skip the determinism checks).
+        vector_entry_point: as in ``gymnasium.register``; by default an ``AgentVectorEnv``
+            (``gym.make_vec(id, n, vectorization_mode="vector_entry_point")``).
+        kwargs: default constructor arguments, as in ``gymnasium.register``.
+    """
+    match = _check_registration(id, entry_point, vector_entry_point, reward_range, kwargs)
+    kwargs = dict(kwargs or {})
     gym.register(
         id=id,
         entry_point=entry_point,
-        # A string (not a partial) keeps the spec JSON-serialisable; see agentgym.vector.entry.
-        vector_entry_point=f"{VECTOR_ENTRY_MODULE}:{id}",
-        max_episode_steps=max_episode_steps,
+        reward_threshold=reward_threshold,
         nondeterministic=nondeterministic,
+        max_episode_steps=max_episode_steps,
+        order_enforce=order_enforce,
+        disable_env_checker=disable_env_checker,
+        additional_wrappers=tuple(additional_wrappers),
+        # A string (not a partial) keeps the spec JSON-serialisable; see agentgym.vector.entry.
+        vector_entry_point=vector_entry_point or f"{VECTOR_ENTRY_MODULE}:{id}",
         kwargs=kwargs,
     )
     info = EnvInfo(
@@ -118,7 +180,7 @@ def register(
         extras=tuple(extras),
         reward_range=(float(reward_range[0]), float(reward_range[1])),
         description=description,
-        kwargs=dict(kwargs),
+        kwargs=kwargs,
     )
     _ENVS[id] = info
     return info

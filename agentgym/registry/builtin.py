@@ -30,7 +30,7 @@ def register_builtin_envs() -> None:
         tags=("code", "multi-turn", "sandbox"),
         extras=("code",),
         description="Code-v0 with failing-test feedback and up to 4 attempts.",
-        max_attempts=4,
+        kwargs={"max_attempts": 4},
     )
     register(
         "agentgym/Math-v0",
@@ -47,7 +47,7 @@ def register_builtin_envs() -> None:
         tags=("math", "multi-turn", "tools", "sandbox"),
         extras=("math",),
         description="Math-v0 with a sandboxed python tool (up to 8 turns).",
-        python_tool=True,
+        kwargs={"python_tool": True},
     )
     register(
         "agentgym/SWE-v0",

@@ -104,7 +104,7 @@ def test_register_records_metadata(register: Register) -> None:
         reward_range=(-1, 2),
         description="A test env.",
         max_episode_steps=5,
-        greeting="hi",
+        kwargs={"greeting": "hi"},
     )
     assert info == EnvInfo(
         id="testns/Tiny-Hard-v2",
@@ -124,7 +124,7 @@ def test_register_records_metadata(register: Register) -> None:
 
 
 def test_made_env_gets_the_registered_kwargs_and_overrides(register: Register) -> None:
-    register("testns/Tiny-v0", greeting="hi")
+    register("testns/Tiny-v0", kwargs={"greeting": "hi"})
     assert gym.make("testns/Tiny-v0").reset()[0] == (user("hi"),)
     assert agentgym.make("testns/Tiny-v0", greeting="yo").reset()[0] == (user("yo"),)
 
@@ -186,7 +186,7 @@ def test_env_info_rejects_ids_not_registered_through_agentgym() -> None:
 
 
 def test_spec_is_json_serialisable_and_picklable(register: Register) -> None:
-    register("testns/Tiny-v0", max_episode_steps=3, greeting="hi")
+    register("testns/Tiny-v0", max_episode_steps=3, kwargs={"greeting": "hi"})
     spec = gym.spec("testns/Tiny-v0")
     assert EnvSpec.from_json(spec.to_json()) == spec
     assert json.loads(spec.to_json())["kwargs"] == {"greeting": "hi"}
