@@ -8,6 +8,9 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
     gymnasium.error.Error
     └── Error                       root of everything agentgym raises
         ├── ConfigError             a bad argument or config value (also a ValueError)
+        │   ├── ConfigTypeError     a value of the wrong type (also a TypeError)
+        │   └── SpaceMismatchError  sub-envs of one vector env with different spaces (also a
+        │                           RuntimeError)
         ├── RegistryError           registering or looking up env ids
         │   └── UnknownEnvError     an id that is not registered ("Did you mean ...?"; also
         │                           gymnasium.error.UnregisteredEnv and KeyError)
@@ -36,6 +39,7 @@ import gymnasium
 __all__ = [
     "AgentGymWarning",
     "ConfigError",
+    "ConfigTypeError",
     "DeadlineExceeded",
     "DynamicSamplingExhausted",
     "EnvCheckError",
@@ -49,6 +53,7 @@ __all__ = [
     "SandboxFileError",
     "SandboxIsolationWarning",
     "SandboxUnavailable",
+    "SpaceMismatchError",
     "ToolDefinitionError",
     "UnknownEnvError",
     "UnknownParserError",
@@ -65,6 +70,15 @@ class ConfigError(Error, ValueError):
     def __init__(self, name: str, value: object, rule: str, fix: str) -> None:
         self.name, self.value, self.rule, self.fix = name, value, rule, fix
         super().__init__(f"{name}={value!r}: {rule}. Fix: {fix}")
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A value of the wrong type, where Gymnasium raises ``TypeError`` (e.g. a list as
+    ``reset_mask``)."""
+
+
+class SpaceMismatchError(ConfigError, RuntimeError):
+    """Sub-envs of one vector env whose spaces differ, where Gymnasium raises ``RuntimeError``."""
 
 
 class RegistryError(Error):
