@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, ConfigTypeError
 
 __all__ = [
     "check_actions",
@@ -94,7 +94,7 @@ def check_index(index: object, num_envs: int) -> int:
 def check_actions(actions: Any, num_envs: int) -> Sequence[Any] | np.ndarray:
     """``actions`` as a sequence of one action per env."""
     if isinstance(actions, str | Mapping) or not isinstance(actions, Sequence | np.ndarray):
-        raise ConfigError(
+        raise ConfigTypeError(
             "actions",
             type(actions).__name__,
             f"must be a sequence of {num_envs} actions",
@@ -113,19 +113,19 @@ def check_actions(actions: Any, num_envs: int) -> Sequence[Any] | np.ndarray:
 def split_reset_mask(
     options: dict[str, Any] | None, num_envs: int
 ) -> tuple[dict[str, Any] | None, np.ndarray | None]:
-    """``(options without "reset_mask", the mask)``; the mask checked as ``SyncVectorEnv`` does."""
+    """``(options without "reset_mask", the mask)``; the mask checked as ``SyncVectorEnv`` does,
+    with its error types: ``TypeError`` for a wrong type or dtype, ``ValueError`` otherwise."""
     if options is None or "reset_mask" not in options:
         return options, None
     options = dict(options)
     mask = options.pop("reset_mask")
-    name = "options['reset_mask']"
-    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (num_envs,):
-        raise ConfigError(
-            name,
-            mask,
-            f"must be a numpy bool array of shape ({num_envs},)",
-            "pass e.g. terminations | truncations",
-        )
+    name, fix = "options['reset_mask']", "pass e.g. terminations | truncations"
+    if not isinstance(mask, np.ndarray):
+        raise ConfigTypeError(name, mask, f"must be a numpy array, got {type(mask).__name__}", fix)
+    if mask.shape != (num_envs,):
+        raise ConfigError(name, mask, f"must have shape ({num_envs},), got {mask.shape}", fix)
+    if mask.dtype != np.bool_:
+        raise ConfigTypeError(name, mask, f"must have dtype=np.bool_, got {mask.dtype}", fix)
     if not mask.any():
         raise ConfigError(
             name, mask, "must select at least one env", "skip the reset when no env needs one"

@@ -15,15 +15,11 @@ from gymnasium.vector.utils import batch_space
 
 from agentgym.core.aio import run_sync
 from agentgym.core.env import AgentEnv
-from agentgym.core.errors import ConfigError, EnvStateError
+from agentgym.core.errors import ConfigError, EnvStateError, SpaceMismatchError
 from agentgym.core.types import Action, Observation
 from agentgym.registry import resolve_id
-from agentgym.vector.checks import (
-    check_actions,
-    check_autoreset_mode,
-    check_limits,
-    split_reset_mask,
-)
+from agentgym.vector.batching import join_observations, split_actions
+from agentgym.vector.checks import check_autoreset_mode, check_limits, split_reset_mask
 from agentgym.vector.inbox import Inbox
 from agentgym.vector.ragged import RaggedAPI
 from agentgym.vector.runner import Runner, State, SubEnv, Transition, check_agent_env
@@ -70,7 +66,10 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
     ``DISABLED``, reports the failure again until the env is reset). Mistakes in using the vector
     env itself (wrong number of actions, stepping a finished env) raise ``agentgym.error.Error``.
 
-    Observations are the sub-envs' own tuples, not copies.
+    Batches are ``SyncVectorEnv``'s (see :mod:`agentgym.vector.batching`): observations of text
+    envs are the sub-envs' own tuples, not copies; ``np_random_seed`` and ``np_random`` are the
+    sub-envs'. A mistake Gymnasium reports as ``TypeError`` or ``RuntimeError`` (a ``reset_mask``
+    of the wrong dtype, sub-envs with different spaces) is an agentgym error of that type too.
 
     Args:
         env_fns: one factory per sub-env, each returning an ``AgentEnv``.
@@ -81,7 +80,9 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
             ``max_concurrency`` does not count.
         reset_timeout: the same for one sub-env reset (and for closing an env to rebuild it).
         autoreset_mode: Gymnasium's ``AutoresetMode`` for the lockstep API.
-        max_episode_steps: truncate episodes after this many steps, as ``TimeLimit`` does.
+        max_episode_steps: truncate episodes after this many steps, as ``TimeLimit`` does (and
+            like it, adding no info key: infos equal those of ``gym.make(...,
+            max_episode_steps=...)``).
     """
 
     def __init__(
@@ -216,11 +217,11 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
         infos: dict[str, Any] = {}
         for t in done:
             infos = self._add_info(infos, t.info, t.index)
-        return tuple(s.last.observation if s.last else () for s in self._subs), infos
+        return join_observations(self.single_observation_space, [s.last for s in self._subs]), infos
 
     async def astep(self, actions: Sequence[Action]) -> StepBatch:
         """Step every env concurrently; finished envs restart as ``autoreset_mode`` says."""
-        batch = check_actions(actions, self.num_envs)
+        batch = split_actions(actions, self.single_action_space, self.num_envs)
         self._check_lockstep_step()
         self._claim(self._subs)
         try:
@@ -283,7 +284,7 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
                     infos, {"final_obs": final.observation, "final_info": final.info}, i
                 )
             infos = self._add_info(infos, now.info, i)
-        observations = tuple(now.observation for now, _ in results)
+        observations = join_observations(self.single_observation_space, [t for t, _ in results])
         return observations, rewards, terminations, truncations, infos
 
     # --- Gymnasium's utilities ---------------------------------------------------------------
@@ -292,6 +293,17 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
     def envs(self) -> list[AgentEnv]:
         """The sub-envs (a failed reset may have replaced one with a fresh instance)."""
         return [s.env for s in self._subs]
+
+    @property
+    def np_random_seed(self) -> tuple[int | None, ...]:  # type: ignore[override]
+        """The sub-envs' seeds, as ``SyncVectorEnv``: ``(42, 43, ...)`` after ``reset(seed=42)``
+        (``(42, 42, 43, 43)`` with groups of 2)."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """The sub-envs' random generators, as ``SyncVectorEnv``."""
+        return self.get_attr("np_random")
 
     def render(self) -> tuple[Any, ...]:
         return tuple(s.env.render() for s in self._subs)
@@ -351,7 +363,7 @@ def _build(env_fns: list[Callable[[], AgentEnv]], group_size: int) -> list[SubEn
 def _check_spaces(env: AgentEnv, first: AgentEnv, index: int) -> None:
     for name in ("observation_space", "action_space"):
         if getattr(env, name) != getattr(first, name):
-            raise ConfigError(
+            raise SpaceMismatchError(
                 f"env_fns[{index}]().{name}",
                 getattr(env, name),
                 f"differs from env 0's {getattr(first, name)}",

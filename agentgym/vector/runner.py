@@ -149,9 +149,7 @@ class Runner:
             return self._fail(sub, "step", error)
         sub.steps += 1
         if self.max_episode_steps is not None and sub.steps >= self.max_episode_steps:
-            if not (terminated or truncated):
-                info.setdefault("truncation_reason", "max_episode_steps")
-            truncated = True  # as gymnasium's TimeLimit: set even when terminated
+            truncated = True  # as gymnasium's TimeLimit: set even when terminated, no info key
         done = terminated or truncated
         sub.state = State.DONE if done else State.READY
         sub.last = Transition(sub.index, "step", observation, reward, terminated, truncated, info)

@@ -27,7 +27,7 @@ from numbers import Integral
 
 import numpy as np
 
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, ConfigTypeError
 from agentgym.vector.runner import SubEnv
 
 __all__ = ["check_seed", "derive", "lockstep_seeds", "next_seed", "pin_seed", "random_root"]
@@ -46,10 +46,13 @@ def derive(root: int, group: int, episode: int) -> int:
 
 
 def check_seed(seed: object, name: str = "seed") -> Seed:
-    """``seed`` as an ``int`` (or ``None``); ``ConfigError`` unless it is a non-negative int."""
+    """``seed`` as an ``int`` (or ``None``); ``ConfigTypeError`` unless it is an int,
+    ``ConfigError`` if it is negative."""
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise ConfigTypeError(name, seed, "must be None or an int >= 0", "pass e.g. seed=0")
+    if seed < 0:
         raise ConfigError(name, seed, "must be None or an int >= 0", "pass e.g. seed=0")
     return int(seed)
 
@@ -75,13 +78,11 @@ def _per_env(seed: Seed | Sequence[Seed], num_envs: int, group_size: int) -> lis
         if base is None:
             return [None] * num_envs
         return [base + i // group_size for i in range(num_envs)]
-    if isinstance(seed, str) or not isinstance(seed, Sequence) or len(seed) != num_envs:
-        raise ConfigError(
-            "seed",
-            seed,
-            f"must be None, an int, or a list of {num_envs} seeds (one per env)",
-            "pass seed=0 or seed=[s0, s1, ...]",
-        )
+    rule = f"must be None, an int, or a list of {num_envs} seeds (one per env)"
+    if isinstance(seed, str) or not isinstance(seed, Sequence):
+        raise ConfigTypeError("seed", seed, rule, "pass seed=0 or seed=[s0, s1, ...]")
+    if len(seed) != num_envs:
+        raise ConfigError("seed", seed, rule, "pass seed=0 or seed=[s0, s1, ...]")
     seeds = [check_seed(s, f"seed[{i}]") for i, s in enumerate(seed)]
     for start in range(0, num_envs, group_size):
         if len(set(seeds[start : start + group_size])) > 1:

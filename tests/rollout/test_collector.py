@@ -159,7 +159,7 @@ def test_env_truncation_and_max_turns_end_episodes(tok):
     engine = ScriptedEngine(tok)
     by_env = collect(engine, chatty(2, max_len=1000, max_episode_steps=2), 2, seed=0)
     assert all(len(e.turns) == 2 and e.truncated for e in by_env)
-    assert {e.turns[-1].info["truncation_reason"] for e in by_env} == {"max_episode_steps"}
+    assert all("truncation_reason" not in e.turns[-1].info for e in by_env)  # as TimeLimit
     by_collector = collect(engine, chatty(2, max_len=1000), 2, seed=0, max_turns=3)
     assert all(len(e.turns) == 3 and e.truncated for e in by_collector)
     assert {e.turns[-1].info["truncation_reason"] for e in by_collector} == {"max_turns"}

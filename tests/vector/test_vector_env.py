@@ -104,13 +104,10 @@ def test_max_episode_steps_truncates_like_time_limit() -> None:
     theirs = gym.make_vec(LIMITED_ID, num_envs=4, vectorization_mode="sync")
     assert_same(ours.reset(seed=1), theirs.reset(seed=1))
     truncated_by_limit = 0
-    for _ in range(12):
+    for t in range(12):
         got, want = ours.step(["a"] * 4), theirs.step(["a"] * 4)
-        assert got[0] == want[0]
-        for x, y in zip(got[1:4], want[1:4], strict=True):
-            np.testing.assert_array_equal(x, y)
-        reasons = got[4].get("truncation_reason", np.array([None] * 4))
-        truncated_by_limit += int(sum(r == "max_episode_steps" for r in reasons))
+        assert_same(got, want, f"step {t}")  # infos included: the limit adds no key
+        truncated_by_limit += int((got[3] & ~got[2]).sum())
     assert truncated_by_limit > 0
 
 
