@@ -87,11 +87,12 @@ def resolve_sandbox(
     sandbox: str,
     *,
     name: str = "sandbox",
-    image: str = DEFAULT_IMAGE,
+    image: str | None = DEFAULT_IMAGE,
     local_needs: Callable[[], str | None] | None = None,
 ) -> Backend:
     """The backend that ``sandbox`` (one of ``SANDBOXES``) stands for here; see the module doc.
 
+    ``image`` is the docker backend's image (None: any; only the daemon is probed);
     ``local_needs`` says what else the local backend lacks on this machine (None: nothing).
     Raises ``ConfigError`` for an unknown value and ``SandboxUnavailable``, naming every fix,
     when no isolating backend that ``sandbox`` allows can run.
@@ -151,12 +152,14 @@ def warn_unisolated(why: str, *, stacklevel: int = 2) -> None:
     )
 
 
-def why_not_docker(image: str = DEFAULT_IMAGE) -> str | None:
+def why_not_docker(image: str | None = DEFAULT_IMAGE) -> str | None:
     """Why the docker backend cannot run ``image``'s sandboxes here, or None if it can.
 
+    A local daemon must answer on its unix socket (``DOCKER_HOST``) and hold ``image`` (None:
+    the daemon alone is probed), within ``DOCKER_PROBE_TIMEOUT`` seconds.
     Cached per process: a yes for good, a no for ``NEGATIVE_TTL`` seconds.
     """
-    key = (os.environ.get("DOCKER_HOST", ""), image)
+    key = (os.environ.get("DOCKER_HOST", ""), image or "")
     with _lock:
         seen = _docker_seen.get(key)
     if seen is not None and (seen[1] is None or time.monotonic() - seen[0] < NEGATIVE_TTL):
@@ -167,7 +170,7 @@ def why_not_docker(image: str = DEFAULT_IMAGE) -> str | None:
     return why
 
 
-def _probe_docker(image: str) -> str | None:
+def _probe_docker(image: str | None) -> str | None:
     if importlib.util.find_spec("docker") is None:
         return "the docker SDK is not installed (pip install 'agentgym[docker]')"
     try:
@@ -178,6 +181,8 @@ def _probe_docker(image: str) -> str | None:
     try:
         if _status(path, "/_ping", deadline) != 200:
             return f"the Docker daemon at {path} does not answer /_ping"
+        if image is None:
+            return None
         status = _status(path, f"/images/{quote(image, safe='/:')}/json", deadline)
     except (OSError, ValueError) as e:  # socket.timeout is an OSError
         return f"no Docker daemon answers at {path} ({e or type(e).__name__})"

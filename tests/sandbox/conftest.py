@@ -1,7 +1,8 @@
 """Sandboxes of every backend for the tests, and the checks that nothing of them outlives close.
 
-Backends: ``local`` (bubblewrap), ``docker`` (a session-wide warm pool) and ``unisolated`` (the
-local fallback without bubblewrap; only for tests of limits and basic behaviour).
+Backends: ``local`` (bubblewrap), ``docker`` (a session-wide warm pool) and ``unisolated``
+(``LocalSandbox(isolation="none")``, asked for by name; only for tests of limits and basic
+behaviour).
 
 A missing Docker daemon or image skips the docker tests with the reason, and a missing
 bubblewrap skips the local ones, unless ``AGENTGYM_REQUIRE_DOCKER=1`` (CI sets it; its

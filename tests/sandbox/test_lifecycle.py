@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from agentgym.error import ConfigError, SandboxIsolationWarning, SandboxUnavailable
-from agentgym.sandbox import LocalSandbox, Sandbox, open_sandbox
+from agentgym.sandbox import LocalSandbox, Sandbox, bwrap_usable, open_sandbox
 from agentgym.sandbox._session import session_folder
 
-from .conftest import ALL, _processes_of_uid, arun
+from .conftest import ALL, _processes_of_uid, _unavailable, arun
 
 
 def _docker_client() -> Any:
@@ -66,6 +66,8 @@ def test_killing_everything_in_reach_only_costs_that_run(isolated: Sandbox) -> N
 
 
 def test_open_sandbox_local_and_bad_backend() -> None:
+    if not bwrap_usable():
+        _unavailable("bubblewrap (bwrap) is not installed or cannot create namespaces here")
     sb = arun(open_sandbox("local"))
     try:
         assert isinstance(sb, LocalSandbox)
@@ -76,7 +78,10 @@ def test_open_sandbox_local_and_bad_backend() -> None:
         arun(open_sandbox("podman"))  # type: ignore[arg-type]
 
 
-def test_unisolated_sandbox_warns() -> None:
+def test_unisolated_sandbox_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentgym.sandbox import selection
+
+    monkeypatch.setattr(selection, "_warned", False)  # as in a process that has not warned yet
     with pytest.warns(SandboxIsolationWarning, match="NOT isolated"):
         sb = LocalSandbox(isolation="none")
     arun(sb.close())

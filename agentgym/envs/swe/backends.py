@@ -220,7 +220,7 @@ def make_backend(name: str | None = None, **options: Any) -> SWEBackend:
         _check_isolation(isolation, name, ("auto", "bwrap"))
         name = resolve_sandbox("auto", local_needs=_host_problem)
     elif name == "docker":
-        resolve_sandbox("docker")
+        resolve_sandbox("docker", image=None)  # an instance may name an image of its own
     if name == "docker":
         _check_isolation(isolation, "docker", ())
         backend: SWEBackend = _docker_module().DockerSWEBackend(**options)
