@@ -25,7 +25,7 @@ def assert_same(a: Any, b: Any, where: str = "") -> None:
         assert isinstance(b, np.ndarray), where
         assert a.dtype == b.dtype, f"{where}: {a.dtype} != {b.dtype}"
         assert a.shape == b.shape, where
-        assert all(x == y for x, y in zip(a.tolist(), b.tolist(), strict=True)), where
+        assert a.tolist() == b.tolist(), where
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
