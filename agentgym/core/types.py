@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
+from agentgym.core.info import is_infra_error, success_of
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
@@ -155,6 +157,10 @@ class Episode:
     @property
     def infra_error(self) -> bool:
         """Whether the reset or a step failed for a reason outside the model (drop the sample)."""
-        if self.reset_info.get("infra_error", False):
-            return True
-        return any(t.info.get("infra_error", False) for t in self.turns)
+        return is_infra_error(self.reset_info) or any(is_infra_error(t.info) for t in self.turns)
+
+    @property
+    def success(self) -> bool | None:
+        """The env's ``info["success"]`` on the last step; ``None`` when it does not say (see
+        :mod:`agentgym.core.info`: the one definition of success)."""
+        return success_of([t.info for t in self.turns])

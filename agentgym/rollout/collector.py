@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.core.errors import Error
+from agentgym.core.info import ACTION_CHOICES
 from agentgym.core.types import Episode, Turn
 from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
 from agentgym.rollout.config import RolloutPlan
@@ -261,7 +262,7 @@ class Collector:
             return ()
         episode = builder.episode
         info = episode.turns[-1].info if episode.turns else episode.reset_info
-        texts = info.get("action_choices")
+        texts = info.get(ACTION_CHOICES)
         if texts is None:
             return ()
         if (

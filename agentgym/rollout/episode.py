@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import Error
+from agentgym.core.info import TRUNCATION_REASON, is_infra_error
 from agentgym.core.types import Episode, Message, Observation, Turn, assistant
 from agentgym.inference.base import Completion
 from agentgym.inference.sampling import choice_next_tokens
@@ -126,7 +127,7 @@ class EpisodeBuilder:
         """Record the env's answer to the assistant turn in progress."""
         self.episode.turns.append(turn)
         self.episode.messages.extend(turn.observation)
-        if turn.info.get("infra_error", False):
+        if is_infra_error(turn.info):
             self.episode.trainable = False
 
     def truncate(self, reason: str) -> None:
@@ -134,11 +135,11 @@ class EpisodeBuilder:
         if not self.episode.turns:
             # Nothing was generated (the first prompt did not fit): nothing to learn from.
             self.episode.trainable = False
-            self.episode.reset_info = {**self.episode.reset_info, "truncation_reason": reason}
+            self.episode.reset_info = {**self.episode.reset_info, TRUNCATION_REASON: reason}
             return
         last = self.episode.turns[-1]
         last.truncated = True
-        last.info = {**last.info, "truncation_reason": reason}
+        last.info = {**last.info, TRUNCATION_REASON: reason}
 
     @property
     def num_tokens(self) -> int:
@@ -165,9 +166,8 @@ class EpisodeBuilder:
             "env_time": self.env_time,
             "return": episode.total_reward,
         }
-        last_info = episode.turns[-1].info if episode.turns else {}
-        if "success" in last_info:
-            metrics["success"] = float(bool(last_info["success"]))
+        if episode.success is not None:
+            metrics["success"] = float(episode.success)
         episode.metrics = metrics
         return episode
 

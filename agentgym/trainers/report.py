@@ -33,31 +33,35 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def succeeded(episode: Episode) -> bool:
-    """The env's ``info["success"]`` on the last turn; without it, a positive return."""
-    if episode.turns and "success" in episode.turns[-1].info:
-        return bool(episode.turns[-1].info["success"])
-    return episode.total_reward > 0
+def succeeded(episode: Episode) -> bool | None:
+    """The env's ``info["success"]`` on the last turn; ``None`` when the env does not say
+    (``Episode.success``: success is never guessed from the reward)."""
+    return episode.success
 
 
 @dataclass(frozen=True)
 class EvalResult:
     """Per-episode outcomes of an evaluation, keyed by the map (or task) each one played."""
 
-    outcomes: list[tuple[str | None, bool, float]] = field(default_factory=list)
-    """``(map key, success, return)`` per episode."""
+    outcomes: list[tuple[str | None, bool | None, float]] = field(default_factory=list)
+    """``(map key, success, return)`` per episode; success ``None``: the env did not say."""
 
     @property
     def episodes(self) -> int:
         return len(self.outcomes)
 
     @property
+    def judged(self) -> int:
+        """Episodes whose env said whether they succeeded (the success rate's denominator)."""
+        return sum(ok is not None for _, ok, _ in self.outcomes)
+
+    @property
     def successes(self) -> int:
-        return sum(ok for _, ok, _ in self.outcomes)
+        return sum(bool(ok) for _, ok, _ in self.outcomes)
 
     @property
     def success_rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
+        return self.successes / self.judged if self.judged else 0.0
 
     @property
     def mean_return(self) -> float:
@@ -65,7 +69,7 @@ class EvalResult:
 
     @property
     def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.successes, self.episodes)
+        return wilson_interval(self.successes, self.judged)
 
     def only(self, keep: Callable[[str | None], bool]) -> EvalResult:
         """The episodes whose map key ``keep`` accepts (e.g. maps never seen in training)."""
@@ -75,6 +79,7 @@ class EvalResult:
         low, high = self.interval
         return {
             "episodes": self.episodes,
+            "success_unknown": self.episodes - self.judged,
             "successes": self.successes,
             "success_rate": self.success_rate,
             "ci95": [low, high],
@@ -85,7 +90,7 @@ class EvalResult:
         low, high = self.interval
         return (
             f"success {self.success_rate:.3f} [95% CI {low:.3f}, {high:.3f}] "
-            f"({self.successes}/{self.episodes}), mean return {self.mean_return:.3f}"
+            f"({self.successes}/{self.judged}), mean return {self.mean_return:.3f}"
         )
 
 

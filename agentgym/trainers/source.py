@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentgym.core.info import TASK_ID
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.rollout import collect
@@ -22,7 +23,7 @@ __all__ = ["CollectorSource", "episode_map"]
 
 def episode_map(episode: Episode) -> str | None:
     """The map (or task) an episode played, when its env reports one on reset."""
-    value = episode.reset_info.get("map", episode.reset_info.get("task_id"))
+    value = episode.reset_info.get("map", episode.reset_info.get(TASK_ID))
     return None if value is None else str(value)
 
 

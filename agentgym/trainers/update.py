@@ -203,11 +203,7 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
         "turns_mean": sum(len(s.episode.turns) for s in samples) / len(samples),
         "response_tokens_mean": sum(sum(s.episode.loss_mask) for s in samples) / len(samples),
     }
-    outcomes = [
-        bool(s.episode.turns[-1].info["success"])
-        for s in samples
-        if s.episode.turns and "success" in s.episode.turns[-1].info
-    ]
+    outcomes = [s.episode.success for s in samples if s.episode.success is not None]
     if outcomes:
         metrics["success_rate"] = sum(outcomes) / len(outcomes)
     return metrics

@@ -1,10 +1,12 @@
 """``check_env``: agentgym's env contract, stricter than Gymnasium's checker.
 
 Gymnasium's ``check_env`` checks the Gymnasium API. This checks what an LLM agent env owes a
-training loop on top of it: chat-message spaces, seeded determinism, valid tool schemas, fresh
-data on every call, a bounded answer to any model output (garbage included), idempotent close and
-a serialisable spec. It runs every check, collects every failure, and raises one
-``EnvCheckError`` listing them all.
+training loop on top of it: chat-message spaces, seeded determinism, valid tool schemas, the info
+keys of :mod:`agentgym.core.info` in every reset and step (types, ``reward_components`` that sum
+to the reward, ``success`` where an episode terminates, returns within the registered
+``reward_range``), fresh data on every call, a bounded answer to any model output (garbage
+included), idempotent close and a serialisable spec. It runs every check, collects every
+failure, and raises one ``EnvCheckError`` listing them all.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.utils.passive_env_checker import data_shares_objects
 
+from agentgym.core import info as info_keys
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import EnvCheckError, EnvStateError
 from agentgym.core.spaces import AssistantTurn, Messages
@@ -78,13 +81,17 @@ class _Run:
 
     env: gym.Env[Any, Any]
     seed: int
+    reward_range: tuple[float, float] | None = None
     failures: list[str] = field(default_factory=list)
     check: str = ""
     steps: int = 0
     skipped: list[str] = field(default_factory=list)
+    episode_return: float = 0.0
 
     def fail(self, message: str) -> None:
-        self.failures.append(f"[{self.check}] {message}")
+        line = f"[{self.check}] {message}"
+        if line not in self.failures:  # the same fault on every step is one failure
+            self.failures.append(line)
 
     def reset(self, where: str, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         result = self.env.reset(**kwargs)
@@ -94,6 +101,10 @@ class _Run:
         self.check_obs(result[0], where)
         if not isinstance(result[1], dict):
             self.fail(f"{where} returned info of type {_type_name(result[1])}, not dict")
+        else:
+            for problem in info_keys.problems(result[1], "reset"):
+                self.fail(f"{where} info: {problem}")
+        self.episode_return = 0.0
         return result
 
     def step(self, action: Any, where: str) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -111,7 +122,24 @@ class _Run:
                 self.fail(f"{where} returned {flag}={value!r} ({_type_name(value)}), not a bool")
         if not isinstance(info, dict):
             self.fail(f"{where} returned info of type {_type_name(info)}, not dict")
+        elif isinstance(reward, float | np.floating) and math.isfinite(reward):
+            self.check_step_info(where, float(reward), bool(terminated), bool(truncated), info)
         return result
+
+    def check_step_info(
+        self, where: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> None:
+        for problem in info_keys.problems(info, "step", reward=reward, truncated=truncated):
+            self.fail(f"{where} info: {problem}")
+        if terminated and info_keys.SUCCESS not in info and not info_keys.is_infra_error(info):
+            self.fail(
+                f"{where} ended the episode (terminated) without info['success']: say whether "
+                "the task was accomplished (a bool); trainers never guess it from the reward"
+            )
+        self.episode_return += reward
+        if (terminated or truncated) and self.reward_range is not None:
+            for problem in info_keys.return_problems(self.episode_return, self.reward_range):
+                self.fail(f"{where}: {problem}")
 
     def check_obs(self, obs: Any, where: str) -> None:
         if obs not in self.env.observation_space:
@@ -386,6 +414,19 @@ _CHECKS: tuple[tuple[str, Callable[[_Run], None]], ...] = (
 )
 
 
+def _reward_range(spec: Any) -> tuple[float, float] | None:
+    """The registered ``reward_range`` of an env registered through ``agentgym.register``."""
+    from agentgym.core.errors import RegistryError
+    from agentgym.registry import env_info
+
+    if spec is None:
+        return None
+    try:
+        return env_info(spec.id).reward_range
+    except RegistryError:  # registered with gymnasium.register: no range declared
+        return None
+
+
 def check_env(env: gym.Env[Any, Any], *, seed: int = 0) -> CheckReport:
     """Check ``env`` (an ``AgentEnv``, wrapped or not) against agentgym's env contract.
 
@@ -404,7 +445,7 @@ def check_env(env: gym.Env[Any, Any], *, seed: int = 0) -> CheckReport:
     name = spec.id if spec is not None else type(unwrapped).__name__
     if not isinstance(env, gym.Env) or not isinstance(unwrapped, AgentEnv):
         raise EnvCheckError(name, [f"env.unwrapped is {type(unwrapped).__name__}, not an AgentEnv"])
-    run = _Run(env, seed)
+    run = _Run(env, seed, _reward_range(spec))
     ran = []
     for check, fn in _CHECKS:
         run.check = check

@@ -29,7 +29,7 @@ class AsyncSeedsThroughReset(AgentEnv):
 
     async def astep(self, action: Any) -> StepResult:
         await asyncio.sleep(0)
-        return (user(f"echo {self.task}"),), 1.0, True, False, {}
+        return (user(f"echo {self.task}"),), 1.0, True, False, {"success": True}
 
 
 class SyncCounter(AgentEnv):
@@ -55,7 +55,7 @@ class SyncCounter(AgentEnv):
             self.barrier.wait(timeout=10)  # fails unless every env steps at the same time
         self.count += 1
         done = self.count >= 3
-        return (user(f"{self.count}"),), float(done), done, False, {}
+        return (user(f"{self.count}"),), float(done), done, False, {"success": done}
 
     def close(self) -> None:
         self.closes += 1

@@ -22,13 +22,14 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from agentgym.core.info import STATE
 from agentgym.core.types import Episode
 from agentgym.trainers.algorithms.advantages import as_groups
 from agentgym.trainers.algorithms.tokens import turn_returns
 
 __all__ = ["STATE_INFO_KEY", "anchor_state_advantages", "turn_states"]
 
-STATE_INFO_KEY = "state"
+STATE_INFO_KEY = STATE
 """Info key through which an env names its state (equal values: the same situation)."""
 
 

@@ -1,0 +1,192 @@
+"""The env → trainer contract: the ``info`` keys agentgym gives meaning to, typed, in one place.
+
+An env may put anything in ``info``; these keys mean the same in every env, and every package
+reads them through this module (the constants, ``success_of``, ``is_infra_error``), never as loose
+strings. ``agentgym.utils.check_env`` validates each of them an env emits with ``problems``.
+
+=====================  ===========  ==========================================================
+key                    where        meaning
+=====================  ===========  ==========================================================
+``tools``              reset        list of OpenAI function-tool schemas the model may call
+                                    (``[]`` for none); required on every reset
+``task_id``            both         the task played (``str`` or ``int``); ``options={"task_id":
+                                    ...}`` on reset pins it; constant within an episode
+``state``              both         a ``str`` id of the situation the next turn acts from: equal
+                                    ids mean equal futures (GiGPO compares turns by it)
+``action_choices``     both         the non-empty list of distinct action texts the env offers
+                                    for the next turn (constrained decoding samples among them)
+``success``            step         ``bool``: whether the episode's task was accomplished. Only
+                                    the step that ends the episode decides; an episode whose last
+                                    step lacks it has unknown success (``None``), never guessed
+                                    from the reward
+``reward_components``  step         ``dict[str, float]`` of finite parts that sum to the step's
+                                    reward
+``truncation_reason``  step         ``str`` naming why the episode was truncated
+                                    (``"max_turns"``, ``"context_length"``, ``"infra_error"``);
+                                    only on a truncated step
+``infra_error``        both         ``bool``: the call failed outside the model (sandbox, server,
+                                    browser); the episode ends and trainers drop the sample
+``error``              both         ``str``: what failed, beside ``infra_error=True``
+=====================  ===========  ==========================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, TypedDict
+
+__all__ = [
+    "ACTION_CHOICES",
+    "ERROR",
+    "INFRA_ERROR",
+    "KEYS",
+    "REWARD_COMPONENTS",
+    "STATE",
+    "SUCCESS",
+    "TASK_ID",
+    "TOOLS",
+    "TRUNCATION_REASON",
+    "ResetInfo",
+    "StepInfo",
+    "is_infra_error",
+    "problems",
+    "return_problems",
+    "success_of",
+]
+
+TOOLS: Final = "tools"
+TASK_ID: Final = "task_id"
+STATE: Final = "state"
+ACTION_CHOICES: Final = "action_choices"
+SUCCESS: Final = "success"
+REWARD_COMPONENTS: Final = "reward_components"
+TRUNCATION_REASON: Final = "truncation_reason"
+INFRA_ERROR: Final = "infra_error"
+ERROR: Final = "error"
+
+KEYS: Final = (
+    TOOLS,
+    TASK_ID,
+    STATE,
+    ACTION_CHOICES,
+    SUCCESS,
+    REWARD_COMPONENTS,
+    TRUNCATION_REASON,
+    INFRA_ERROR,
+    ERROR,
+)
+"""Every key this contract defines."""
+
+_STEP_ONLY = (SUCCESS, REWARD_COMPONENTS, TRUNCATION_REASON)
+_REWARD_TOLERANCE = 1e-6
+
+
+class ResetInfo(TypedDict, total=False):
+    """The contract's keys in the ``info`` of ``reset`` (``tools`` is required in practice)."""
+
+    tools: list[dict[str, Any]]
+    task_id: str | int
+    state: str
+    action_choices: list[str]
+    infra_error: bool
+    error: str
+
+
+class StepInfo(TypedDict, total=False):
+    """The contract's keys in the ``info`` of ``step``."""
+
+    task_id: str | int
+    state: str
+    action_choices: list[str]
+    success: bool
+    reward_components: dict[str, float]
+    truncation_reason: str
+    infra_error: bool
+    error: str
+
+
+def success_of(infos: Sequence[Mapping[str, Any]]) -> bool | None:
+    """An episode's success: ``info["success"]`` of its last step (``infos`` in step order);
+    ``None`` when the last step does not say."""
+    if not infos or SUCCESS not in infos[-1]:
+        return None
+    return bool(infos[-1][SUCCESS])
+
+
+def is_infra_error(info: Mapping[str, Any]) -> bool:
+    """Whether a reset or step failed outside the model (drop the sample)."""
+    return bool(info.get(INFRA_ERROR, False))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _type_problems(info: Mapping[str, Any]) -> list[str]:
+    out = []
+    task_id = info.get(TASK_ID)
+    if TASK_ID in info and (not isinstance(task_id, str | int) or isinstance(task_id, bool)):
+        out.append(f"task_id {info[TASK_ID]!r} is not a str or int")
+    if STATE in info and not isinstance(info[STATE], str):
+        out.append(f"state {info[STATE]!r} is not a str")
+    if ACTION_CHOICES in info:
+        choices = info[ACTION_CHOICES]
+        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
+            out.append(f"action_choices {choices!r} is not a non-empty list of str")
+        elif len(set(choices)) != len(choices):
+            out.append(f"action_choices {choices!r} repeats a choice")
+    for key, kind in ((SUCCESS, bool), (INFRA_ERROR, bool), (ERROR, str)):
+        if key in info and not isinstance(info[key], kind):
+            out.append(f"{key} {info[key]!r} is a {type(info[key]).__name__}, not {kind.__name__}")
+    if TRUNCATION_REASON in info and not (
+        isinstance(info[TRUNCATION_REASON], str) and info[TRUNCATION_REASON]
+    ):
+        out.append(f"truncation_reason {info[TRUNCATION_REASON]!r} is not a non-empty str")
+    return out
+
+
+def _components_problems(components: Any, reward: float) -> list[str]:
+    if not (
+        isinstance(components, dict)
+        and all(isinstance(k, str) for k in components)
+        and all(_number(v) and math.isfinite(v) for v in components.values())
+    ):
+        return [f"reward_components {components!r} is not a dict of str to finite floats"]
+    total = float(sum(components.values()))
+    if abs(total - reward) > _REWARD_TOLERANCE * max(1.0, abs(reward)):
+        return [f"reward_components {components!r} sum to {total:g}, not the reward {reward:g}"]
+    return []
+
+
+def problems(
+    info: Mapping[str, Any],
+    where: Literal["reset", "step"],
+    *,
+    reward: float = 0.0,
+    truncated: bool = False,
+) -> list[str]:
+    """What in ``info`` breaks the contract (empty when nothing does).
+
+    Args:
+        info: the ``info`` of one reset or step.
+        where: which call returned it.
+        reward, truncated: the step's (for a step's info).
+    """
+    out = _type_problems(info)
+    if where == "reset":
+        out += [f"{key} belongs to step infos, not reset's" for key in _STEP_ONLY if key in info]
+        return out
+    if REWARD_COMPONENTS in info:
+        out += _components_problems(info[REWARD_COMPONENTS], reward)
+    if TRUNCATION_REASON in info and not truncated:
+        out.append(f"truncation_reason {info[TRUNCATION_REASON]!r} on a step that is not truncated")
+    return out
+
+
+def return_problems(total: float, reward_range: tuple[float, float]) -> list[str]:
+    """An episode's total reward outside the env's registered ``reward_range``."""
+    low, high = reward_range
+    if low - _REWARD_TOLERANCE <= total <= high + _REWARD_TOLERANCE:
+        return []
+    return [f"an episode returned {total:g}, outside the registered reward_range {reward_range}"]
