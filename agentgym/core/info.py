@@ -9,7 +9,8 @@ key                    where        meaning
 =====================  ===========  ==========================================================
 ``tools``              reset        list of OpenAI function-tool schemas the model may call
                                     (``[]`` for none); required on every reset
-``task_id``            both         the task played (``str`` or ``int``); ``options={"task_id":
+``task_id``            both         the task played (``str`` or ``int``; ``None``: a task with no
+                                    id, e.g. one the caller passed in); ``options={"task_id":
                                     ...}`` on reset pins it; constant within an episode
 ``state``              both         a ``str`` id of the situation the next turn acts from: equal
                                     ids mean equal futures (GiGPO compares turns by it)
@@ -86,7 +87,7 @@ class ResetInfo(TypedDict, total=False):
     """The contract's keys in the ``info`` of ``reset`` (``tools`` is required in practice)."""
 
     tools: list[dict[str, Any]]
-    task_id: str | int
+    task_id: str | int | None
     state: str
     action_choices: list[str]
     infra_error: bool
@@ -96,7 +97,7 @@ class ResetInfo(TypedDict, total=False):
 class StepInfo(TypedDict, total=False):
     """The contract's keys in the ``info`` of ``step``."""
 
-    task_id: str | int
+    task_id: str | int | None
     state: str
     action_choices: list[str]
     success: bool
@@ -126,8 +127,8 @@ def _number(value: Any) -> bool:
 def _type_problems(info: Mapping[str, Any]) -> list[str]:
     out = []
     task_id = info.get(TASK_ID)
-    if TASK_ID in info and (not isinstance(task_id, str | int) or isinstance(task_id, bool)):
-        out.append(f"task_id {info[TASK_ID]!r} is not a str or int")
+    if task_id is not None and (not isinstance(task_id, str | int) or isinstance(task_id, bool)):
+        out.append(f"task_id {task_id!r} is not a str, an int or None")
     if STATE in info and not isinstance(info[STATE], str):
         out.append(f"state {info[STATE]!r} is not a str")
     if ACTION_CHOICES in info:

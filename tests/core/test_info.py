@@ -19,8 +19,8 @@ from agentgym.trainers.report import EvalResult
 @pytest.mark.parametrize(
     ("info", "where", "kwargs", "match"),
     [
-        ({"task_id": 1.5}, "step", {}, "task_id 1.5 is not a str or int"),
-        ({"task_id": True}, "reset", {}, "task_id True is not a str or int"),
+        ({"task_id": 1.5}, "step", {}, "task_id 1.5 is not a str, an int or None"),
+        ({"task_id": True}, "reset", {}, "task_id True is not a str, an int or None"),
         ({"state": ("a", 1)}, "step", {}, "state .* is not a str"),
         ({"action_choices": []}, "step", {}, "not a non-empty list of str"),
         ({"action_choices": "up"}, "reset", {}, "not a non-empty list of str"),
