@@ -17,6 +17,7 @@ from typing import Any, Literal
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, InfraError
+from agentgym.core.info import ERROR, INFRA_ERROR, TRUNCATION_REASON, is_infra_error
 from agentgym.core.types import Action, Observation
 
 __all__ = ["Runner", "State", "SubEnv", "Transition", "check_agent_env"]
@@ -48,7 +49,7 @@ class Transition:
 
     @property
     def infra_error(self) -> bool:
-        return bool(self.info.get("infra_error", False))
+        return is_infra_error(self.info)
 
 
 class State(enum.Enum):
@@ -199,9 +200,9 @@ class Runner:
         log.warning("env %d %s failed: %s", sub.index, kind, _error_text(error), exc_info=trace)
         sub.state = State.DONE if kind == "step" else State.BROKEN
         info = {
-            "infra_error": True,
-            "error": _error_text(error),
-            "truncation_reason": "infra_error",
+            INFRA_ERROR: True,
+            ERROR: _error_text(error),
+            TRUNCATION_REASON: "infra_error",
         }
         sub.last = Transition(sub.index, kind, (), 0.0, False, True, info)
         return sub.last
