@@ -9,14 +9,20 @@
     agentgym mcp inspect [--url URL] [--call TOOL] [--arguments JSON] [--json] [-- COMMAND ...]
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
-``argparse`` parser and a function that runs it and returns the exit status. A new subcommand is a
-new entry; ``main`` never changes.
+``argparse`` parser, a function that runs it and returns the exit status, and the extra it needs
+(``pip install 'agentgym[train]'``). A new subcommand is a new entry; ``main`` never changes.
+
+``list`` and ``play`` need only the core install. A subcommand's arguments are declared when that
+subcommand is parsed (or its help shown), so each imports only what it uses; when its extra is
+missing it says which one to install and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,16 +41,81 @@ EXIT_USAGE = 2
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its one-line help, its arguments and what it does."""
+    """One subcommand: its one-line help, its arguments, what it does and the extra it needs."""
 
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    extra: str | None = None
+    """The optional dependencies it needs, ``pip install 'agentgym[<extra>]'``; None: the core."""
 
 
 def _error(command: str, message: object) -> int:
     print(f"agentgym {command}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+# --- extras -------------------------------------------------------------------------------------
+
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+_EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
+
+
+def _requirements_by_extra() -> dict[str, list[tuple[str, list[str]]]]:
+    """extra -> its requirements as (distribution, the extras it names) from agentgym's installed
+    metadata; {} where that metadata is absent (a source tree on ``sys.path``)."""
+    try:
+        requires = importlib.metadata.requires("agentgym") or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    by_extra: dict[str, list[tuple[str, list[str]]]] = {}
+    for line in requires:
+        spec, _, marker = line.partition(";")
+        extra, requirement = _EXTRA_MARKER.search(marker), _REQUIREMENT.match(spec)
+        if extra and requirement:
+            nested = [name.strip() for name in (requirement[2] or "").split(",") if name.strip()]
+            by_extra.setdefault(extra[1], []).append((requirement[1], nested))
+    return by_extra
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def missing_requirements(extra: str) -> list[str]:
+    """The distributions ``agentgym[extra]`` needs (its nested extras' included) that are not
+    installed; [] when agentgym's metadata is not installed."""
+    by_extra = _requirements_by_extra()
+    missing: set[str] = set()
+    seen: set[str] = set()
+    todo = [extra]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for distribution, nested in by_extra.get(name, []):
+            if distribution.lower() == "agentgym":
+                todo += nested
+            elif not _installed(distribution):
+                missing.add(distribution)
+    return sorted(missing)
+
+
+def install_hint(extras: Sequence[str]) -> str:
+    """`` Fix: pip install 'agentgym[a,b]'`` for ``extras``; "" for none."""
+    return f" Fix: pip install 'agentgym[{','.join(extras)}]'" if extras else ""
+
+
+def _env_extras(env_id: object) -> list[str]:
+    """The extras a registered env declares; [] for anything else."""
+    if not isinstance(env_id, str) or env_id not in _ids():
+        return []
+    return list(env_info(env_id).extras)
 
 
 # --- agentgym list ----------------------------------------------------------------------------
@@ -141,9 +212,7 @@ def _run_play(args: argparse.Namespace) -> int:
         kwargs = parse_kwargs(args.kw)
         env = agentgym.make(args.env_id, **kwargs)
     except ImportError as e:  # an env whose optional dependencies are not installed
-        extras = ",".join(env_info(args.env_id).extras) if args.env_id in _ids() else ""
-        fix = f" Fix: pip install 'agentgym[{extras}]'" if extras else ""
-        return _error("play", f"{e}.{fix}")
+        return _error("play", f"{e}.{install_hint(_env_extras(args.env_id))}")
     except (gym.error.Error, ValueError, TypeError) as e:
         return _error("play", e)
     options = None if args.task_id is None else {"task_id": args.task_id}
@@ -260,10 +329,11 @@ def describe_tool(schema: dict[str, Any]) -> str:
 
 
 # --- the command ------------------------------------------------------------------------------
+# Each subcommand's module is imported only when that subcommand is parsed: the server needs the
+# [serve] extra, train and eval need torch, and `agentgym list` needs none of them.
 
 
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    # Declared here, loaded lazily: the server needs the [serve] extra, `agentgym list` does not.
     from agentgym.inference.server import add_serve_arguments
 
     add_serve_arguments(parser)
@@ -276,7 +346,6 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    # Loaded lazily like serve: `agentgym list` should not import torch.
     from agentgym.trainers.cli import add_train_arguments
 
     add_train_arguments(parser)
@@ -301,7 +370,6 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 
 def _add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
-    # Loaded lazily: the mcp extra is optional.
     from agentgym.envs.mcp.cli import add_mcp_arguments
 
     add_mcp_arguments(parser)
@@ -320,33 +388,72 @@ COMMANDS: dict[str, Command] = {
         "serve a model over an OpenAI-compatible HTTP API (chat, tool calls, token ids)",
         _add_serve_arguments,
         _run_serve,
+        extra="serve",
     ),
     "train": Command(
         "train a policy on an env with PPO, GRPO or DAPO (run folder, curves, checkpoints)",
         _add_train_arguments,
         _run_train,
+        extra="train",
     ),
     "eval": Command(
         "success rate of a model on an env, with its Wilson confidence interval (95 percent)",
         _add_eval_arguments,
         _run_eval,
+        extra="train",
     ),
     "mcp": Command(
         "MCP servers: `agentgym mcp inspect -- <server command>` lists tools and tries a call",
         _add_mcp_arguments,
         _run_mcp,
+        extra="mcp",
     ),
 }
 
 
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that declares its arguments when first parsed or asked for help,
+    after checking that the subcommand's extra is installed."""
+
+    def __init__(self, *args: Any, command: Command | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._command = command
+
+    def _declare(self) -> None:
+        command, self._command = self._command, None
+        if command is None:
+            return
+        extras = [command.extra] if command.extra else []
+        missing = missing_requirements(command.extra) if command.extra else []
+        if missing:
+            needs = f"needs the {command.extra!r} extra ({', '.join(missing)} not installed)."
+            self.exit(EXIT_USAGE, f"{self.prog}: error: {needs}{install_hint(extras)}\n")
+        try:
+            command.add_arguments(self)
+        except ImportError as e:  # installed, yet something it imports is not
+            self.exit(EXIT_USAGE, f"{self.prog}: error: {e}.{install_hint(extras)}\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._declare()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._declare()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``agentgym`` parser; each subcommand declares its arguments when it is parsed."""
     summary = (agentgym.__doc__ or "").splitlines()[0]
     parser = argparse.ArgumentParser(prog="agentgym", description=summary)
     parser.add_argument("--version", action="version", version=f"agentgym {agentgym.__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_SubcommandParser
+    )
     for name, command in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=command.help, description=command.help)
-        command.add_arguments(sub)
+        subparsers.add_parser(name, help=command.help, description=command.help, command=command)
     return parser
 
 
@@ -360,4 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return COMMANDS[args.command].run(args)
+    command = COMMANDS[args.command]
+    try:
+        return command.run(args)
+    except ImportError as e:  # e.g. the env asked for needs an extra that is not installed
+        extras = _env_extras(getattr(args, "env", None) or getattr(args, "env_id", None))
+        if not extras and command.extra and missing_requirements(command.extra):
+            extras = [command.extra]
+        return _error(args.command, f"{e}.{install_hint(extras)}")

