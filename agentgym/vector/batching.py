@@ -54,15 +54,15 @@ def split_actions(actions: Any, single_space: Space[Any], num_envs: int) -> list
 
 
 def join_observations(space: Space[Any], ends: Sequence[Transition | None]) -> Any:
-    """The batch of each env's latest observation; an env with none (never reset, or failed)
-    shows ``()`` under custom spaces and zeros under array spaces, as ``SyncVectorEnv``'s
-    empty buffer does."""
+    """The batch of each env's latest observation. An env with none (never reset, or a failed
+    call, whose observation is ``()``) shows ``()`` under custom spaces and zeros under array
+    spaces, as ``SyncVectorEnv``'s empty buffer does."""
     if not isinstance(space, _ARRAY_SPACES):
-        return tuple(() if t is None or t.infra_error else t.observation for t in ends)
+        return tuple(() if t is None else t.observation for t in ends)
     blank = None
     items = []
     for t in ends:
-        if t is None or t.infra_error:
+        if t is None or (isinstance(t.observation, tuple) and not t.observation):
             if blank is None:
                 blank = next(iterate(batch_space(space, 1), create_empty_array(space, 1, np.zeros)))
             items.append(blank)

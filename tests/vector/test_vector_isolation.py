@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from gymnasium.spaces import Box, Discrete
 from gymnasium.vector import AutoresetMode
 
+from agentgym.core import user
 from agentgym.core.env import AgentEnv
 from agentgym.vector import AgentVectorEnv, Transition
 
+from .gymnasium_toys import GenericAgentEnv, space_reset, space_step
 from .vector_toys import FaultyEnv, SleepEnv
 
 TIMEOUT = 0.3  # seconds; generous so that healthy envs never reach it
@@ -171,3 +175,45 @@ def test_an_env_rebuilt_after_a_failed_reset_is_closed_exactly_once() -> None:
     venv.close()
     assert first >= 1
     assert FaultyEnv.closed_count == first + 1  # the rebuilt env, once
+
+
+def test_a_failed_env_shows_zeros_in_a_batch_of_arrays() -> None:
+    """Under a Gymnasium array space the batch is a numpy array (as ``SyncVectorEnv``'s): a failed
+    env's place holds zeros, the others their observations."""
+
+    class Explodes(GenericAgentEnv):
+        def step(self, action: Any) -> Any:
+            if self.count == 0 and self.max_count == 1:
+                self.count += 1
+                raise RuntimeError("step exploded")
+            return super().step(action)
+
+    def make() -> GenericAgentEnv:
+        return Explodes(space_reset, space_step, Box(1.0, 2.0, (2,)), Discrete(3), space_seed=0)
+
+    venv = AgentVectorEnv([make] * 3)
+    venv.set_attr("max_count", [3, 1, 3])
+    obs, _ = venv.reset(seed=0)
+    assert isinstance(obs, np.ndarray)
+    assert obs.shape == (3, 2)
+    assert (obs >= 1.0).all()
+    obs, _, _, truncations, infos = venv.step(np.array([0, 1, 2]))
+    assert truncations.tolist() == [False, True, False]
+    assert infos["_infra_error"].tolist() == [False, True, False]
+    assert obs[1].tolist() == [0.0, 0.0]
+    assert (obs[[0, 2]] >= 1.0).all()
+
+
+def test_an_env_reporting_its_own_infra_error_keeps_its_observation() -> None:
+    def reset(env: Any, seed: int | None, options: Any) -> tuple[Any, dict[str, Any]]:
+        return (user("ready"),), {}
+
+    def step(env: Any, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        info = {"infra_error": True, "error": "server gone", "truncation_reason": "infra_error"}
+        return (user("the server went away"),), 0.0, False, True, info
+
+    venv = AgentVectorEnv([lambda: GenericAgentEnv(reset, step)] * 2)
+    venv.reset(seed=0)
+    obs, *_, infos = venv.step(["a", "b"])
+    assert obs == ((user("the server went away"),),) * 2
+    assert infos["error"].tolist() == ["server gone"] * 2
