@@ -58,7 +58,11 @@ class CodeEnv(AgentEnv):
     Reward:
         With ``reward="all"``, 1.0 when every test passes, else 0.0; with ``"fraction"``, the
         fraction of tests that pass. A turn without a code block, a crash, a timeout, a memory
-        or fork bomb all score 0.0. ``info["reward_components"]`` is ``{"tests": reward}``.
+        or fork bomb all score 0.0. A function-format test passes only on plain-data results
+        (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes`` and lists,
+        tuples, dicts, sets, frozensets of them; exact types, no subclasses); returning
+        anything else, or ending the process, fails it. ``info["reward_components"]`` is
+        ``{"tests": reward}``.
 
     Episode end:
         Terminated when all tests pass or after ``max_attempts`` attempts (one by default: a
@@ -78,10 +82,13 @@ class CodeEnv(AgentEnv):
         sandbox per env, opened at the first graded turn and reset before every run, so nothing
         of one attempt survives into the next; each run has rlimits (memory, processes, CPU
         time) and the ``timeout``; every process of a run is killed when it ends.
-        Not isolated: the program runs in the same process as the function-format tests, so a
-        program built to read the harness's memory could forge a pass (see
-        ``agentgym.envs.code.grader`` for the attacks that are defended). The sandbox backends'
-        docstrings list what their isolation leaves out. ``"unsafe-local"`` runs programs as
+        Function-format tests run in a checker process of their own in the same sandbox,
+        which the program cannot read, trace or write to; they see only plain data (builtin
+        values) that the program's functions return, so an object whose ``__eq__`` always says
+        True, a subclass of a builtin, an early ``exit`` or a printed verdict scores 0
+        (``agentgym.envs.code.grader`` argues each layer and the residual risk). Stdio output
+        is compared on the host. The sandbox backends' docstrings list what their isolation
+        leaves out. ``"unsafe-local"`` runs programs as
         plain processes on this machine (they can read and write the user's files and use the
         network), with a ``SandboxIsolationWarning`` once per process.
 

@@ -1,74 +1,80 @@
 """Run a model's code against a task's tests in a sandbox; only a genuine pass counts.
 
-Function format: ``harness.py`` reads a random nonce and the test snippets from stdin (so
-neither is on disk), runs ``solution.py`` (the task's prompt + the model's code), then each
-snippet, each under ``try``. Only after the last one does it write ``nonce passed total`` to
-``result.txt``, and it exits at once with ``os._exit`` (a stray thread cannot hold it open). The
-host counts a pass only when that file holds this run's nonce. So exiting early (``exit(0)``,
-``os._exit``), raising ``SystemExit``, printing "PASSED", redefining ``check`` (the test code
-defines it after the model's code) or patching builtins the harness uses (it keeps its own
-references) never scores.
+Stdio format: each case runs ``python3 solution.py`` with the case's input on stdin; the host
+compares the captured stdout (whitespace-normalised, and only when none of it was cut) with the
+expected output, which never enters the sandbox. No code the model influences takes part in
+the comparison.
 
-Not defended: code that attacks the harness from inside its own process, e.g. reads the nonce
-out of the interpreter's memory (``gc``, frame introspection) or rewrites the tests' frames with
-``sys.settrace``; and results whose ``__eq__`` always says True. Both take deliberate effort that
-an RL policy is unlikely to hit on; stdio tasks have neither hole (the host compares the output).
+Function format: the tests call the model's functions and compare what they return, so the
+comparison must not run where the model's code runs. Layers, each closing what the one before
+leaves open:
+
+1. **Plain data only.** The tests run in the checker process (``checker``), where the model's
+   code never runs. Each function under test is a proxy there: a call sends its arguments to
+   the candidate process (``candidate``), which runs the answer, and gets back JSON that the
+   checker rebuilds from exact builtin types (``plain``: ``None``, ``bool``, ``int``,
+   ``float``, ``complex``, ``str``, ``bytes`` and lists, tuples, dicts, sets, frozensets of
+   them). An object whose class overrides ``__eq__``, ``__abs__``, ``__sub__``, ... or a
+   subclass of a builtin never reaches a comparison: the candidate cannot encode it, and
+   whatever it sends instead is decoded as plain data. An exception comes back as a builtin
+   exception type with plain arguments; a crash, ``exit``, ``os._exit``, ``SystemExit``,
+   ``KeyboardInterrupt`` or any other ``BaseException``, a result that is not plain data, or
+   one over 16 MiB or nested over 100 levels fails that test even when the test code catches
+   it. The task's prompt runs in the checker too, so its helpers (HumanEval's ``poly``,
+   ``encode_cyclic``) are the task's, not the answer's, and the tests see the builtins, not
+   names the answer defines.
+2. **A checker the candidate cannot reach.** Both processes run in the sandbox as the same
+   user, so the checker makes itself non-dumpable before it reads anything (no ptrace, no
+   ``/proc/<pid>/mem``, ``environ`` or ``fd`` of it for a process without ``CAP_SYS_PTRACE``,
+   which the sandboxes drop), blocks every signal that can be blocked, imports nothing from a
+   writable folder (``python -I``, writable folders dropped from ``sys.path``), and gets the
+   tests and the prompt on its stdin: they are never on disk, and the candidate holds no
+   descriptor but its own pipes. It can still kill or stop the checker, or exhaust the run's
+   time or memory: each of those leaves no verdict, which scores 0.
+3. **A verdict only the checker can write.** The checker's stdout carries nothing but the
+   verdict (``print`` in the checker goes to stderr; the candidate's stdout is a pipe the
+   checker drains). The host accepts a verdict only when it carries this run's nonce, a random
+   value that only the checker's stdin carried, and only when the verdict counts exactly the
+   task's tests. No verdict, a truncated one or a wrong nonce means 0 tests passed.
+
+Residual risk: an escape from the sandbox or a kernel bug that gives ptrace rights is out of
+reach of all three; without an isolating sandbox (``isolation="none"``) the answer runs as the
+host's user and can attack the host process itself. A test that passes its expected value as an
+argument shows it to the answer. Behaviour differs from running the tests next to the code:
+results must be plain data (a ``Counter``, a ``namedtuple``, a generator or an object of the
+answer's own class fails, even where ``==`` would have said True), the answer cannot change the
+tests' arguments in place, tests must import their own helpers (a name the tests use that
+nothing trusted defines is looked up in the answer: a function becomes a proxy, a standard
+module is imported by the checker itself, anything else stays undefined), and each process
+costs one more Python start-up (``benchmarks/humaneval_sandbox.py``).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import dataclasses
+import functools
 import hmac
 import json
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeGuard
 
 from agentgym.core.errors import SandboxError, SandboxFileError
 from agentgym.envs.code.tasks import CodeTask, StdioCase
 from agentgym.sandbox import Limits, RunResult, Sandbox
 
-__all__ = ["GradeResult", "grade", "normalise_output"]
+__all__ = ["GradeResult", "Verdict", "grade", "normalise_output", "read_verdict"]
 
 EXCERPT = 2000  # characters of stdout / stderr kept for info and feedback
-
-HARNESS = r"""
-import json, linecache, os, sys, traceback
-_exec, _compile, _write, _open, _exit = exec, compile, os.write, os.open, os._exit
-_BaseException, _cache = BaseException, linecache.cache
-
-def _format_exc():
-    kind, error, tb = sys.exc_info()
-    return "".join(traceback.format_exception(kind, error, tb.tb_next))  # drop the harness frame
-
-def _load(source, name):
-    _cache[name] = (len(source), None, source.splitlines(True), name)
-    return _compile(source, name, "exec")
-
-def _main():
-    nonce = sys.stdin.readline().strip()
-    tests = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    with open("solution.py", encoding="utf-8") as f:
-        source = f.read()
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    passed = 0
-    try:
-        _exec(_load(source, "solution.py"), namespace)
-        loaded = True
-    except _BaseException:
-        _write(2, ("Your code failed before the tests ran:\n" + _format_exc()).encode())
-        loaded = False
-    for i, test in enumerate(tests if loaded else ()):
-        try:
-            _exec(_load(test, "test_%d.py" % i), namespace)
-            passed += 1
-        except _BaseException:
-            _write(2, ("Test %d failed:\n%s" % (i, _format_exc())).encode())
-    fd = _open("result.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    _write(fd, ("%s %d %d" % (nonce, passed, len(tests))).encode())
-    _exit(0)
-
-_main()
-"""
+VERDICT_BYTES = 256 * 1024  # stdout a function-format run keeps: the verdict fits whole
+_HERE = Path(__file__).parent
+CHECKER = (_HERE / "plain.py").read_text() + (_HERE / "checker.py").read_text()
+"""The checker's program (``python3 -I -c CHECKER``): the plain-data codec, then ``checker``."""
+CANDIDATE = (_HERE / "plain.py").read_text() + (_HERE / "candidate.py").read_text()
+"""The candidate's program: the plain-data codec, then ``candidate``."""
 
 
 @dataclass(frozen=True)
@@ -127,23 +133,34 @@ async def grade(
     """Grade ``code`` on ``task`` in a freshly reset ``sandbox``; ``all_`` stops at a failure."""
     try:
         await sandbox.reset()
-        await sandbox.write_file("solution.py", solution_source(task, code))
         if task.format == "function":
-            return await _grade_function(sandbox, task, timeout, limits)
+            return await _grade_function(sandbox, task, code, timeout, limits)
+        await sandbox.write_file("solution.py", solution_source(task, code))
         return await _grade_stdio(sandbox, task, timeout, limits, stop_early=all_)
     except (SandboxError, SandboxFileError, OSError) as e:
         return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
 
 
 async def _grade_function(
-    sandbox: Sandbox, task: CodeTask, timeout: float, limits: Limits
+    sandbox: Sandbox, task: CodeTask, code: str, timeout: float, limits: Limits
 ) -> GradeResult:
     nonce = secrets.token_hex(16)
-    await sandbox.write_file("harness.py", HARNESS)
-    stdin = f"{nonce}\n{json.dumps(list(task.snippets))}"
-    run = await sandbox.run(["python3", "harness.py"], stdin=stdin, timeout=timeout, limits=limits)
-    passed = _read_passed(await _result_file(sandbox), nonce, task.num_tests)
+    job = {
+        "source": solution_source(task, code),
+        "prompt": task.prompt,
+        "snippets": list(task.snippets),
+        "entry": sorted(functions_under_test(task.prompt, task.snippets)),
+        "candidate": CANDIDATE,
+    }
+    run = await sandbox.run(
+        ["python3", "-I", "-c", CHECKER],
+        stdin=f"{nonce}\n{json.dumps(job)}",
+        timeout=timeout,
+        limits=_checker_limits(limits),
+    )
+    verdict = read_verdict(run, nonce, task.num_tests)
     stderr = run.stderr.replace(nonce, "<nonce>")
+    passed = verdict.passed if verdict.error is None else 0
     failure = "" if passed == task.num_tests else _function_failure(run, stderr)
     return GradeResult(
         passed,
@@ -151,29 +168,86 @@ async def _grade_function(
         exit_code=run.exit_code,
         timed_out=run.timed_out,
         oom_killed=run.oom_killed,
-        stdout=excerpt(run.stdout),
+        stdout=excerpt(verdict.stdout),
         stderr=excerpt(stderr),
         failure=failure,
+        infra_error=verdict.error,
         runs=[run],
     )
 
 
-async def _result_file(sandbox: Sandbox) -> bytes:
-    try:
-        return await sandbox.read_file("result.txt")
-    except SandboxFileError:
-        return b""  # the harness never got there: an exit, a crash or a timeout
+@functools.lru_cache(maxsize=1024)
+def functions_under_test(prompt: str, snippets: tuple[str, ...]) -> frozenset[str]:
+    """The answer's functions the tests call by these names: the prompt's stubs (a body of only
+    a docstring, ``pass``, ``...`` or ``raise``) and every name a top-level ``check(...)`` of a
+    snippet receives. (The checker also asks for names the tests use that nothing defines.)"""
+    found = set()
+    # A prompt a body continues does not parse: the checker asks the answer for every name used.
+    with contextlib.suppress(SyntaxError):
+        found |= {node.name for node in ast.parse(prompt).body if _is_stub(node)}
+    for snippet in snippets:
+        try:
+            tree = ast.parse(snippet)
+        except SyntaxError:
+            continue
+        for statement in tree.body:
+            call = statement.value if isinstance(statement, ast.Expr) else None
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "check":
+                found |= {arg.id for arg in call.args if isinstance(arg, ast.Name)}
+    return frozenset(found)
 
 
-def _read_passed(data: bytes, nonce: str, total: int) -> int:
-    parts = data.decode("utf-8", "replace").split()
-    if len(parts) != 3 or not hmac.compare_digest(parts[0], nonce):
-        return 0
+def _is_stub(node: ast.stmt) -> TypeGuard[ast.FunctionDef | ast.AsyncFunctionDef]:
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    return all(
+        isinstance(statement, ast.Pass | ast.Raise)
+        or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        for statement in node.body
+    )
+
+
+def _checker_limits(limits: Limits) -> Limits:
+    """``limits`` with room for the checker: one more process, and its verdict kept whole."""
+    return dataclasses.replace(
+        limits,
+        processes=None if limits.processes is None else limits.processes + 1,
+        output=max(limits.output, VERDICT_BYTES),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the checker reported, once its nonce matched (else a pass count of 0)."""
+
+    passed: int = 0
+    stdout: str = ""
+    """The candidate's stdout (the checker kept the first 16 KiB)."""
+    error: str | None = None
+    """Why the checker could not grade (it could not protect itself): an infrastructure error."""
+
+
+def read_verdict(run: RunResult, nonce: str, total: int) -> Verdict:
+    """The checker's verdict on ``run``'s stdout; no pass unless it carries ``nonce``.
+
+    A run whose checker died, was killed or timed out before it wrote one has no verdict."""
     try:
-        passed, reported = int(parts[1]), int(parts[2])
+        data = json.loads(run.stdout) if not run.stdout_truncated else None
     except ValueError:
-        return 0
-    return passed if reported == total and 0 <= passed <= total else 0
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("nonce"), str):
+        return Verdict()
+    if not hmac.compare_digest(data["nonce"].encode(), nonce.encode()):
+        return Verdict()
+    passed, reported, stdout = data.get("passed"), data.get("total"), data.get("stdout", "")
+    if type(passed) is not int or reported != total or not 0 <= passed <= total:
+        return Verdict()
+    error = data.get("error")
+    return Verdict(
+        passed,
+        stdout if isinstance(stdout, str) else "",
+        None if error is None else f"checker: {error}",
+    )
 
 
 def _function_failure(run: RunResult, stderr: str) -> str:
@@ -203,7 +277,11 @@ async def _grade_stdio(
             ["python3", "solution.py"], stdin=case.input, timeout=timeout, limits=case_limits
         )
         runs.append(run)
-        if run.ok and normalise_output(run.stdout) == normalise_output(case.output):
+        if (
+            run.ok
+            and not run.stdout_truncated
+            and normalise_output(run.stdout) == normalise_output(case.output)
+        ):
             passed += 1
             continue
         failure = failure or _stdio_failure(index, case, run)

@@ -1,0 +1,101 @@
+"""The candidate's side of Code-v0's function-format grading: run the answer, serve calls.
+
+The checker (``checker``) starts ``python3 -I -c SOURCE`` with requests on fd 3 and replies on
+fd 4, one JSON message a line. ``{"op": "load", "source", "names"}`` runs the answer (the task's
+prompt, then the model's code, as ``__main__``) and answers how it defines each name
+(``"call"``, ``"module"``, ``"other"`` or ``"missing"``); ``{"op": "call", "name", "args",
+"kwargs"}`` calls a function on plain arguments and answers ``{"ok": result}``,
+``{"raise": [builtin exception bases], "args", "trace"}`` or ``{"abort": why}``.
+
+Nothing here is trusted: the answer runs in this process and may rewrite any of it. The checker
+decodes every reply as plain data and fails the test on anything else.
+
+Standard library only: ``plain``'s source runs before this one in the sandbox.
+"""
+
+import builtins
+import os
+import sys
+
+if __name__ != "__main__":  # imported on the host; in the sandbox ``plain`` precedes this source
+    from agentgym.envs.code.plain import NotPlain, decode, dumps, encode, loads
+
+REQUESTS, REPLIES = 3, 4
+_sources: dict[str, str] = {}
+
+
+def _format_exc() -> str:
+    import linecache
+    import traceback
+
+    for name, source in _sources.items():
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    kind, error, tb = sys.exc_info()
+    return "".join(traceback.format_exception(kind, error, tb.tb_next if tb else None))
+
+
+def _describe(namespace: dict, name: str) -> str:
+    if name not in namespace:
+        return "missing"
+    value = namespace[name]
+    if type(value) is type(sys):
+        return "module"
+    return "call" if callable(value) else "other"
+
+
+def _load(message: dict, namespace: dict) -> dict:
+    source = _sources["solution.py"] = message["source"]
+    try:
+        exec(compile(source, "solution.py", "exec"), namespace)
+    except BaseException:
+        sys.stderr.write("Your code failed before the tests ran:\n" + _format_exc())
+        return {"loaded": False}
+    return {"loaded": True, "names": {n: _describe(namespace, n) for n in message["names"]}}
+
+
+def _call(message: dict, namespace: dict) -> dict:
+    name = message["name"]
+    args, kwargs = decode(message["args"]), decode(message["kwargs"])
+    try:
+        result = namespace[name](*args, **kwargs)
+    except Exception as e:
+        bases = [c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, 0) is c]
+        try:
+            plain = encode(list(e.args))
+        except NotPlain:
+            plain = encode([str(e)])
+        return {"raise": bases, "args": plain, "trace": _format_exc()}
+    except BaseException as e:
+        return {"abort": f"{name}() raised {type(e).__name__}, which ends the test"}
+    try:
+        return {"ok": encode(result)}
+    except NotPlain as e:
+        return {"abort": f"{name}() returned {e}; only plain data (builtin values) is compared"}
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 (contextlib would cost an import in every run)
+            stream.flush()
+        except BaseException:  # the answer may have replaced them with anything
+            pass
+
+
+def main() -> None:
+    requests = os.fdopen(REQUESTS, "rb")
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    while line := requests.readline():
+        message = loads(line)
+        try:
+            reply = (_load if message["op"] == "load" else _call)(message, namespace)
+        except BaseException as e:
+            reply = {"abort": f"your code broke the call ({type(e).__name__})"}
+        _flush()
+        data = dumps(reply)
+        while data:
+            data = data[os.write(REPLIES, data) :]
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
