@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from agentgym.core import AgentEnv, user
@@ -253,3 +254,11 @@ VECTORIZERS: dict[str, Vectorizer] = {
 """Every test parametrized over these asserts the same expectations of ours and the reference."""
 
 REFERENCE = VECTORIZERS["SyncVectorEnv-reference"]
+
+STYLES = pytest.mark.parametrize("env_cls", list(AGENT_STYLES.values()), ids=list(AGENT_STYLES))
+"""Parametrizes a test over the two ``AgentEnv`` styles (argument ``env_cls``)."""
+
+EVERY_VECTORIZER = pytest.mark.parametrize(
+    "build", list(VECTORIZERS.values()), ids=list(VECTORIZERS)
+)
+"""Parametrizes a test over ``VECTORIZERS`` (argument ``build``)."""

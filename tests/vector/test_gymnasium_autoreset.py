@@ -27,7 +27,7 @@ from agentgym.vector import AgentVectorEnv
 
 from .compare import assert_same
 from .gymnasium_toys import (
-    VECTORIZERS,
+    EVERY_VECTORIZER,
     CustomSpace,
     GenericAgentEnv,
     Vectorizer,
@@ -37,9 +37,6 @@ from .gymnasium_toys import (
     returning,
 )
 
-EVERY_VECTORIZER = pytest.mark.parametrize(
-    "build", list(VECTORIZERS.values()), ids=list(VECTORIZERS)
-)
 RANDOM_ID = "vectorparity/Random-v0"
 
 
