@@ -51,6 +51,7 @@ __all__ = [
     "resolve_sandbox",
     "warn_unisolated",
     "why_not_docker",
+    "why_not_local",
 ]
 
 SandboxChoice = Literal["auto", "local", "docker", "unsafe-local"]
@@ -103,7 +104,7 @@ def resolve_sandbox(
         return "unsafe-local"
     reasons = []
     if sandbox in ("auto", "local"):
-        no_local = _why_not_local(local_needs)
+        no_local = why_not_local(local_needs)
         if no_local is None:
             return "local"
         reasons.append(f"local (bubblewrap): {no_local}")
@@ -124,11 +125,12 @@ def resolve_sandbox(
     raise SandboxUnavailable(
         f"{name}={sandbox!r}: no isolating sandbox can run model-written code here "
         f"({'; '.join(reasons)}), and agentgym never runs it unisolated unless asked. "
-        f"Fix: {'; or '.join([*fixes, unsafe])}"
+        f"Fix: {'; or '.join(fixes)}; or, {unsafe}"
     )
 
 
-def _why_not_local(local_needs: Callable[[], str | None] | None) -> str | None:
+def why_not_local(local_needs: Callable[[], str | None] | None = None) -> str | None:
+    """Why the local backend cannot isolate here (bubblewrap, then ``local_needs``), or None."""
     # Looked up on the module at each call, so that tests can stand in for the probe.
     if not _bwrap.bwrap_usable():
         return _bwrap.why_not_bwrap() or "bubblewrap cannot make sandboxes here"

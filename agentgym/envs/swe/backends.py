@@ -30,8 +30,13 @@ from typing import Any, Protocol, runtime_checkable
 from agentgym.core.errors import ConfigError, SandboxError, SandboxUnavailable
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import CheckoutCache
-from agentgym.sandbox import SANDBOXES, Limits, LocalSandbox, Sandbox, _bwrap, check_sandbox
-from agentgym.sandbox.selection import BWRAP_FIX, resolve_sandbox, warn_unisolated
+from agentgym.sandbox import SANDBOXES, Limits, LocalSandbox, Sandbox, check_sandbox
+from agentgym.sandbox.selection import (
+    BWRAP_FIX,
+    resolve_sandbox,
+    warn_unisolated,
+    why_not_local,
+)
 
 __all__ = [
     "BACKENDS",
@@ -92,10 +97,9 @@ async def prepare_repo(sandbox: Sandbox, instance: SWEInstance, *, timeout: floa
 
 def _bwrap_problem() -> str | None:
     """Why bubblewrap cannot isolate the local backend here, with the fixes; None if it can."""
-    # Looked up on the module at each call, so that tests can stand in for the probe.
-    if _bwrap.bwrap_usable():
+    why = why_not_local()
+    if why is None:
         return None
-    why = _bwrap.why_not_bwrap() or "bubblewrap cannot make sandboxes here"
     return (
         f"{why}, and agentgym never runs the agent's commands unisolated unless asked. Fix: "
         f"{BWRAP_FIX}; or pass sandbox='docker' (bash scripts/docker_setup.sh sets it up); or, "

@@ -124,7 +124,7 @@ def calc_record(calc_jsonl: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def local_only() -> None:
-    """Skip where bubblewrap cannot run (the local backend would run unisolated), or fail when
+    """Skip where bubblewrap cannot run (the local backend refuses to start), or fail when
     ``AGENTGYM_REQUIRE_DOCKER=1`` (CI installs everything, see tests/envs/conftest.py)."""
     if not bwrap_usable():
         reason = "bubblewrap (bwrap) cannot create sandboxes here"
