@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 
@@ -71,6 +71,10 @@ class AgentEnv(gym.Env[Observation, Action]):
 
     # render_fps: Gymnasium's checker warns without it whenever render modes are declared.
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    worker: ClassVar[Literal["thread", "process"]] = "thread"
+    """Where a vector env runs this env: ``"thread"`` (in its process; synchronous methods on a
+    worker thread of the env's own) or ``"process"`` (a child process each, for CPU-bound Python
+    or code that may hang: ``agentgym.vector.process.ProcessEnv``)."""
 
     def __init__(
         self,

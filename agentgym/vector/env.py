@@ -138,6 +138,7 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
         reset_timeout: float | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         max_episode_steps: int | None = None,
+        workers: str | None = None,
         **env_kwargs: Any,
     ) -> AgentVectorEnv:
         """``num_envs`` sub-envs of a registered id, each ``gym.make(env_id, **env_kwargs)``.
@@ -147,6 +148,11 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
         vector entry point of every registered id: ``gym.make_vec(env_id, num_envs,
         vectorization_mode="vector_entry_point", group_size=8, ...)`` takes the vector env's
         options as keyword arguments, beside the env's.
+
+        ``workers``: where the sub-envs run. ``None``: where the env class asks (``worker`` on
+        ``AgentEnv``: in this process, a synchronous env's calls on a thread of its own; or
+        ``"process"``); ``"thread"``: in this process; ``"process"``: each in a child process
+        (``agentgym.vector.process.ProcessEnv``), where a hung call can be killed.
         """
         spec = gym.spec(resolve_id(env_id))
         if spec.additional_wrappers:
@@ -165,10 +171,15 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
         def make_env() -> AgentEnv:
             return gym.make(env_id, disable_env_checker=True, **env_kwargs).unwrapped  # type: ignore[return-value]
 
+        def make_process_env() -> AgentEnv:
+            from agentgym.vector.process import ProcessEnv
+
+            return ProcessEnv(env_id, env_kwargs)
+
         mode = check_autoreset_mode(autoreset_mode)
         max_episode_steps = max_episode_steps or spec.max_episode_steps
         venv = cls(
-            [make_env] * num_envs,
+            [make_process_env if _in_processes(spec, workers) else make_env] * num_envs,
             group_size=group_size,
             max_concurrency=max_concurrency,
             step_timeout=step_timeout,
@@ -184,6 +195,7 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
             "reset_timeout": reset_timeout,
             "autoreset_mode": mode.value,
             "max_episode_steps": max_episode_steps,
+            "workers": workers,
         }
         kwargs = {**env_kwargs, **{k: v for k, v in options.items() if v is not None}}
         kwargs.update(num_envs=num_envs, vectorization_mode="vector_entry_point")
@@ -341,6 +353,20 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
                 sub.env.close()
             except Exception:
                 log.exception("closing env %d failed", sub.index)
+
+
+def _in_processes(spec: gym.envs.registration.EnvSpec, workers: str | None) -> bool:
+    """Whether ``workers`` (or, for ``None``, the env class) puts each sub-env in a process."""
+    if workers not in (None, "thread", "process"):
+        raise ConfigError(
+            "workers", workers, "is not a place envs run", "pass None, 'thread' or 'process'"
+        )
+    if workers is not None:
+        return workers == "process"
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    return getattr(creator, "worker", "thread") == "process"
 
 
 def _build(env_fns: list[Callable[[], AgentEnv]], group_size: int) -> list[SubEnv]:
