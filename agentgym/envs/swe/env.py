@@ -77,8 +77,12 @@ class SWEEnv(AgentEnv):
         0.0, given on the last step. Grading (``agentgym.envs.swe.grader``) takes the agent's
         diff against ``base_commit`` (new files included), drops changes to tests, conftest.py
         files and pytest configuration, applies it and ``test_patch`` in a fresh sandbox and
-        runs the tests; a skipped, erroring or missing test counts as failed.
-        ``info["reward_components"]`` is ``{"resolved": reward}``.
+        runs the tests; a skipped, erroring or missing test counts as failed. A diff that
+        tampers with the interpreter or the test runner scores 0.0 whatever the tests say:
+        found by the scan of the diff (then the tests do not run), by the runner's checks of the
+        test machinery, or by the grader's always-failing canary tests reported as passing;
+        ``info["tampering"]`` lists the findings and ``info["grade_reason"]`` is
+        ``"tampering"``. ``info["reward_components"]`` is ``{"resolved": reward}``.
 
     Episode end:
         Terminated by ``submit``; truncated after ``max_turns`` turns
@@ -95,9 +99,11 @@ class SWEEnv(AgentEnv):
         killed at the end of its command). The repository in it holds no history past
         ``base_commit``. Grading happens in a second, fresh sandbox, so nothing the agent
         left running or wrote outside the repository reaches it; only its diff does, minus the
-        protected paths. Not isolated: the graded tests import the agent's code in the same
-        process as pytest, so code written to patch pytest itself could forge a pass (the
-        grader's docstring lists what is defended); see the sandbox backends for what their
+        protected paths. Not isolated: the graded tests import the agent's code into the
+        process that runs them. Outcomes are decided by a supervisor process outside it, with
+        canary tests and checks of the test machinery, after a scan of the diff; code written
+        against this grader in particular may still forge a pass (the grader's docstring says
+        what each layer stops and what none does). See the sandbox backends for what their
         isolation leaves out. The agent's commands never run unisolated unless asked for by
         name: ``sandbox="auto"`` takes ``"local"`` where bubblewrap runs (and the host has git
         and pytest), else ``"docker"`` where a local daemon answers and holds agentgym's image;
@@ -126,7 +132,8 @@ class SWEEnv(AgentEnv):
     Step info keys: ``task_id``, ``turn``, ``submitted``, ``infra_error``, ``reward_components``;
     on the last step also ``resolved``, ``grade_reason``, ``agent_diff``, ``graded_diff``,
     ``dropped_files`` (path -> why), ``tests`` (``{"FAIL_TO_PASS": {id: outcome}, "PASS_TO_PASS":
-    ...}``), ``test_output`` and, when truncated, ``truncation_reason``.
+    ...}``), ``test_output``, ``tampering`` (a list of findings, each a sentence naming the
+    file, line or check; empty when none) and, when truncated, ``truncation_reason``.
     Reset info keys: ``tools``, ``task_id``, ``repo``, ``base_commit``, ``backend``,
     ``max_turns``, ``infra_error``.
 
@@ -312,6 +319,7 @@ def _grade_info(result: GradeResult) -> dict[str, Any]:
         "dropped_files": dict(result.dropped),
         "tests": {"FAIL_TO_PASS": result.fail_to_pass, "PASS_TO_PASS": result.pass_to_pass},
         "test_output": result.test_output,
+        "tampering": list(result.tampering),
         "infra_error": result.infra_error is not None,
         "reward_components": {"resolved": result.reward},
     }

@@ -5,21 +5,61 @@
    files are left out). A diff over ``max_bytes`` is not graded (reward 0).
 2. ``grade``: a FRESH sandbox from the same backend (the agent's sandbox, its processes and
    files outside the repository play no part), the diff applied with ``git apply``, then every
-   change to a protected path reverted (``protected_reason`` is the rule), then ``test_patch``
-   applied, then pytest run on the files holding ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` through a
-   runner that imports pytest before the repository is on ``sys.path`` (a ``pytest.py`` in the
-   repository cannot stand in for it) and records each test's outcome with its own plugin.
-   The report is written outside the repository and carries a nonce the runner read from its
-   stdin, so a file the agent planted cannot pass for it. A test absent from the report, skipped,
-   xfailed or erroring counts as failed. Reward 1 only when every listed test passed.
+   change to a protected path reverted (``protected_reason`` is the rule), then the graded diff
+   scanned for tampering, then ``test_patch`` applied, then pytest run on the files holding
+   ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` by the runner (``agentgym.envs.swe.runner``). A test
+   absent from the verdict, skipped, xfailed or erroring counts as failed. Reward 1 only when
+   every listed test passed and no layer below found tampering.
 
-Not defended: code of the agent that, imported by the tests, patches pytest or the runner from
-inside their process (deliberate tampering with the test framework; review such diffs).
+Why outcomes are hard to forge. The graded tests import the agent's code, and code running in
+a process can change anything that process reports: no single in-process report can be
+trusted. So the outcome rests on layers, each of which a forger must beat:
+
+- The diff is scanned before anything of it runs (``agentgym.envs.swe.tampering``): a fix that
+  touches pytest or pluggy, ``sys.modules``, ``builtins``, ``gc``, ``atexit``, ``os._exit``,
+  import hooks, frames and tracing, ``exec``/``ctypes``, start-up files (``sitecustomize``,
+  ``.pth``), compiled code, or shadows a standard module scores 0 with the findings in
+  ``tampering``, and the tests do not run.
+- Outcomes are decided outside the process that runs the agent's code. The runner's
+  supervisor (which never imports the repository) forks the test process and reads its result
+  from a pipe; the verdict goes to the grader on the supervisor's stdout, which the test process
+  does not hold and, the supervisor being non-dumpable, cannot reach through ``/proc``. The
+  verdict must carry a nonce that the test process never has (it reaches the supervisor on
+  stdin, into a buffer the test process zeroes in its copy at once); the test process's result
+  must carry a token it sent before any code of the repository ran. Files the agent plants,
+  lines it prints, ``os._exit`` / ``sys.exit`` / ``atexit`` tricks or a killed runner therefore
+  make tests missing (failed), never passed.
+- Canary tests the agent's code cannot know in advance: each run adds a test file with two
+  always-failing tests under random names (``runner.make_canary``). Any trick that turns
+  failures into passes wholesale (patching ``TestReport``, ``pytest_runtest_makereport``,
+  ``CallInfo``, ``unittest``'s results, skipping assertions) passes the canary too, and a
+  canary that passes, or is not reported failing while everything else passed, is tampering.
+- The test machinery's integrity is checked during and after the run (``runner_guard``): at
+  each test report, that pytest's reporting path, pluggy and the runner are the objects they
+  were before the repository was imported (code objects included), that the report is a real
+  ``TestReport`` whose outcome agrees with its failure details, and that every implementation
+  of a reporting hook comes from the system's folders or an unchanged file of the repository;
+  after the run, the same for all of pytest, pluggy, unittest, ``builtins``, ``os`` and
+  ``sys``, with no trace function left set; and the supervisor compares the repository's code,
+  configuration and test files with their state before the run (a test process that rewrites a
+  test file, plants a conftest.py or a ``.pyc`` is caught). A change made by code from a file
+  the system or the unchanged repository provides (pytest's own plugins, a conftest.py) is not
+  counted.
+
+Residual risk, honestly: inside its process the agent's code is as powerful as the runner's.
+Code written against this grader in particular, and obfuscated past the scan (names built at
+run time, ``getattr`` with computed strings), can still reach the test process's report
+through ``gc`` or frames, tell the canary from the real tests, make its change and undo it
+between two checks, or forge a test's result without pytest (an object whose ``__eq__`` always
+answers ``True`` passes ``assert f(x) == y``). Tests that spawn their own Python processes run
+the agent's code outside the guard entirely. What no layer covers is named in the checks'
+docstrings; diffs with ``tampering`` findings, and any resolved diff of a reward you act on,
+deserve review. A fix that legitimately needs what the scan flags (a pytest plugin's own
+repository, an import-hook library) scores 0: grade such tasks with the scan's findings in view.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -29,7 +69,14 @@ from typing import Any
 from agentgym.core.errors import SandboxError, SandboxFileError
 from agentgym.envs.swe.backends import REPO_DIR, SWEBackend
 from agentgym.envs.swe.instances import SWEInstance
-from agentgym.envs.swe.runner import RUNNER
+from agentgym.envs.swe.runner import (
+    RUNNER_FILES,
+    canary_problems,
+    make_canary,
+    read_verdict,
+    request,
+)
+from agentgym.envs.swe.tampering import scan_diff
 from agentgym.sandbox import Sandbox
 
 __all__ = [
@@ -43,6 +90,8 @@ __all__ = [
 
 GIT_TIMEOUT = 120.0
 OUTPUT_EXCERPT = 4000
+RUNNER_GRACE = 30.0
+"""Seconds the runner may take beyond ``test_timeout`` to stop the tests and report."""
 DIFF_FILE = ".agentgym-diff"  # in the work dir, outside the repository
 GRADER_DIR = ".agentgym-grader"
 _GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false"
@@ -64,22 +113,27 @@ _CONFIG_FILES = frozenset({"tox.ini", "setup.cfg", "pyproject.toml"})
 
 @dataclass
 class GradeResult:
-    """What grading found; ``reward`` is 1.0 only when every listed test passed."""
+    """What grading found; ``reward`` is 1.0 only when every listed test passed and nothing
+    was judged tampering."""
 
     reward: float
     reason: str
-    """``resolved``, ``tests_failed``, ``diff_too_large``, ``no_diff`` (the diff could not be
-    read), ``patch_failed`` (it does not apply) or ``infra_error``."""
+    """``resolved``, ``tests_failed``, ``tampering``, ``diff_too_large``, ``no_diff`` (the diff
+    could not be read), ``patch_failed`` (it does not apply) or ``infra_error``."""
     agent_diff: str = ""
     graded_diff: str = ""
     dropped: dict[str, str] = field(default_factory=dict)
     """Changed paths left out of grading, with why."""
     fail_to_pass: dict[str, str] = field(default_factory=dict)
-    """Test id -> ``passed``, ``failed``, ``error``, ``skipped``, ``xfail``, ``xpass`` or
-    ``missing``."""
+    """Test id -> ``passed``, ``failed``, ``error``, ``skipped``, ``xfail``, ``xpass``,
+    ``missing`` or ``not_run`` (tampering was found in the diff before the tests ran)."""
     pass_to_pass: dict[str, str] = field(default_factory=dict)
     test_output: str = ""
+    """The tests' output (start and end); it includes the canary's two failing tests."""
     infra_error: str | None = None
+    tampering: list[str] = field(default_factory=list)
+    """Why the diff or the test run was judged to tamper with the interpreter or the test
+    runner (each finding a sentence); empty when nothing was. Non-empty means reward 0."""
 
     @property
     def resolved(self) -> bool:
@@ -190,37 +244,52 @@ async def grade(
     return result
 
 
-async def _git(sandbox: Sandbox, *args: str) -> tuple[bool, str]:
+async def _git(sandbox: Sandbox, *args: str, stdin: str | bytes | None = None) -> tuple[bool, str]:
     argv = ["bash", "-c", f'{_GIT} --literal-pathspecs "$@"', "git", *args]
-    run = await sandbox.run(argv, timeout=GIT_TIMEOUT, cwd=REPO_DIR)
+    run = await sandbox.run(argv, stdin=stdin, timeout=GIT_TIMEOUT, cwd=REPO_DIR)
     return run.ok, run.stdout if run.ok else (run.stderr or run.stdout).strip()
 
 
 async def _grade_in(
     sandbox: Sandbox, instance: SWEInstance, diff: bytes, test_timeout: float, max_bytes: int
 ) -> GradeResult:
-    here = f"{sandbox.workdir}/{GRADER_DIR}"
-    await sandbox.write_file(f"{GRADER_DIR}/agent.diff", diff)
-    await sandbox.write_file(f"{GRADER_DIR}/test.patch", instance.test_patch)
-    await sandbox.write_file(f"{GRADER_DIR}/runner.py", RUNNER)
+    # The patches go in on stdin: no file in the sandbox tells the tests which ones are new.
+    for name, source in RUNNER_FILES.items():
+        await sandbox.write_file(f"{GRADER_DIR}/{name}", source)
     if diff.strip():
-        ok, why = await _git(
-            sandbox, "apply", "--binary", "--whitespace=nowarn", f"{here}/agent.diff"
-        )
+        ok, why = await _git(sandbox, "apply", "--binary", "--whitespace=nowarn", stdin=diff)
         if not ok:
             return GradeResult(0.0, "patch_failed", test_output=excerpt(why, OUTPUT_EXCERPT))
     dropped = await _drop_protected(sandbox, instance)
     graded, why = await _diff(sandbox, instance.base_commit, max_bytes)
     if graded is None:
         return GradeResult(0.0, why.split(":", 1)[0], dropped=dropped, test_output=why)
-    if instance.test_patch.strip():
-        ok, why = await _git(sandbox, "apply", "--whitespace=nowarn", f"{here}/test.patch")
-        if not ok:
-            error = f"the instance's test_patch does not apply: {excerpt(why, 500)}"
-            return GradeResult(0.0, "infra_error", dropped=dropped, infra_error=error)
-    result = await _run_tests(sandbox, instance, here, test_timeout)
-    result.graded_diff, result.dropped = graded.decode("utf-8", "replace"), dropped
+    graded_text = graded.decode("utf-8", "replace")
+    findings = scan_diff(graded_text)
+    if findings:
+        result = _not_run(instance, findings)
+    else:
+        if instance.test_patch.strip():
+            ok, why = await _git(sandbox, "apply", "--whitespace=nowarn", stdin=instance.test_patch)
+            if not ok:
+                error = f"the instance's test_patch does not apply: {excerpt(why, 500)}"
+                return GradeResult(0.0, "infra_error", dropped=dropped, infra_error=error)
+        changed = sorted(patch_paths(graded_text))
+        result = await _run_tests(sandbox, instance, changed, test_timeout)
+    result.graded_diff, result.dropped = graded_text, dropped
     return result
+
+
+def _not_run(instance: SWEInstance, findings: list[str]) -> GradeResult:
+    return GradeResult(
+        0.0,
+        "tampering",
+        fail_to_pass=dict.fromkeys(instance.fail_to_pass, "not_run"),
+        pass_to_pass=dict.fromkeys(instance.pass_to_pass, "not_run"),
+        test_output="The tests were not run: the diff tampers with the interpreter or the "
+        "test runner.\n" + "\n".join(findings),
+        tampering=findings,
+    )
 
 
 async def _changed(sandbox: Sandbox, base: str) -> list[tuple[str, str]]:
@@ -271,32 +340,43 @@ async def _new_text(sandbox: Sandbox, path: str) -> str:
 
 
 async def _run_tests(
-    sandbox: Sandbox, instance: SWEInstance, here: str, test_timeout: float
+    sandbox: Sandbox, instance: SWEInstance, changed: list[str], test_timeout: float
 ) -> GradeResult:
     nonce = secrets.token_hex(16)
-    request = {"nonce": nonce, "files": list(instance.test_files), "report": f"{here}/report.json"}
+    canary = make_canary(instance.test_files)
+    tests = [*instance.fail_to_pass, *instance.pass_to_pass]
+    stdin = request(nonce, list(instance.test_files), tests, canary, changed, test_timeout)
     run = await sandbox.run(
-        ["python3", f"{here}/runner.py"],
-        stdin=json.dumps(request),
-        timeout=test_timeout,
+        ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
+        stdin=stdin,
+        timeout=test_timeout + RUNNER_GRACE,
         cwd=REPO_DIR,
-        env={"PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"},
     )
-    output = excerpt((run.stdout + run.stderr).replace(nonce, "<nonce>"), OUTPUT_EXCERPT, tail=0.8)
-    if run.timed_out:
+    verdict = read_verdict(run.stdout, nonce) or {}
+    if verdict.get("error"):
+        return GradeResult(0.0, "infra_error", infra_error=f"the runner: {verdict['error']}")
+    output = excerpt(run.stderr.replace(nonce, "<nonce>"), OUTPUT_EXCERPT, tail=0.8)
+    if run.timed_out or verdict.get("timed_out"):
         output += f"\n(the tests ran past {test_timeout:g} s and were killed)"
-    try:
-        report = json.loads(await sandbox.read_file(f"{GRADER_DIR}/report.json"))
-    except (SandboxFileError, ValueError):
-        report = {}
-    genuine = isinstance(report, dict) and report.get("nonce") == nonce
-    outcomes = outcomes_of(report.get("records", []) if genuine else [])
+    outcomes = outcomes_of(verdict.get("records", []))
     f2p = {t: outcomes.get(t, "missing") for t in instance.fail_to_pass}
     p2p = {t: outcomes.get(t, "missing") for t in instance.pass_to_pass}
     passed = all(s == "passed" for s in (*f2p.values(), *p2p.values()))
-    reward = 1.0 if passed else 0.0
-    reason = "resolved" if passed else "tests_failed"
-    return GradeResult(reward, reason, fail_to_pass=f2p, pass_to_pass=p2p, test_output=output)
+    tampering = [str(p) for p in verdict.get("problems", [])]
+    if run.stdout.strip() and not verdict:
+        tampering.append("the runner's verdict was missing its nonce or malformed")
+    tampering += canary_problems(canary, outcomes, passed)
+    resolved = passed and not tampering
+    reason = "resolved" if resolved else "tampering" if tampering else "tests_failed"
+    return GradeResult(
+        1.0 if resolved else 0.0,
+        reason,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        test_output=output,
+        tampering=tampering,
+    )
 
 
 def outcomes_of(reports: Any) -> dict[str, str]:

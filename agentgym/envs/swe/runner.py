@@ -1,49 +1,117 @@
-"""The script that runs the graded tests inside the grading sandbox (``python3 runner.py``).
+"""The host's side of the graded test run: the files shipped into the sandbox, the canary tests,
+the request and the verdict.
 
-It reads ``{"nonce", "files", "report"}`` from stdin (so the nonce is in no file, argument or
-environment variable), imports pytest while only the system's folders are on ``sys.path``, then
-puts the repository first on ``sys.path`` as ``python -m pytest`` does, runs pytest on
-``files`` with a plugin that records every test report, writes the nonce and the records to
-``report`` and leaves at once with ``os._exit``. Records are ``[nodeid, when, outcome, xfail]``.
+``runner_script`` (with ``runner_guard`` next to it) runs in the grading sandbox as
+``python3 -I runner.py`` in the repository; its docstring has the protocol. The grader sends it
+a fresh nonce and a request on stdin and reads ONE verdict line from its stdout (which only the
+supervisor process holds); ``read_verdict`` accepts it only with that nonce.
+
+The canary: a test file the grader adds next to the first graded test file, with two tests (a
+``unittest.TestCase`` method and a plain function) that always fail, under names made of common
+test words picked at random per run. Reporting that a failing test passed, whatever the trick,
+also passes the canary, unless the trick tells the canary from the real tests; a canary not
+reported as failing while every real test passed is just as suspect (``canary_problems``).
 """
 
-RUNNER = r"""
-import json, os, sys
-_open, _write, _close, _exit, _dumps = os.open, os.write, os.close, os._exit, json.dumps
-_request = json.loads(sys.stdin.read())
-sys.stdin.close()
-del sys.path[0]  # this script's folder
-import pytest
-sys.path.insert(0, os.getcwd())
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+__all__ = ["RUNNER_FILES", "Canary", "canary_problems", "make_canary", "read_verdict", "request"]
+
+_HERE = Path(__file__).parent
+RUNNER_FILES = {
+    "runner.py": (_HERE / "runner_script.py").read_text(),
+    "runner_guard.py": (_HERE / "runner_guard.py").read_text(),
+}
+"""File name in the grader's folder -> source."""
+_WORDS = (
+    "empty", "nested", "unicode", "large", "negative", "default", "repr", "copy", "roundtrip",
+    "boundary", "order", "mixed", "single", "many", "missing", "invalid", "zero", "spaces",
+    "prefix", "suffix", "update", "merge", "compare", "format", "parse", "limit", "reset",
+    "cache", "value", "key", "type", "error", "string", "number", "list", "dict", "none",
+    "whitespace", "escape", "case",
+)  # fmt: skip
+_FAILING = ("failed", "error")
 
 
-class _Recorder:
-    def __init__(self):
-        self.records = []
+@dataclass(frozen=True)
+class Canary:
+    """Always-failing tests added to a graded run: where, their source and their node ids."""
 
-    def pytest_runtest_logreport(self, report):
-        xfail = hasattr(report, "wasxfail")
-        self.records.append([report.nodeid, report.when, report.outcome, xfail])
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.records.append([report.nodeid, "collect", "failed", False])
+    path: str
+    source: str
+    ids: tuple[str, ...]
 
 
-_recorder = _Recorder()
-_args = ["-p", "no:cacheprovider", "--rootdir", os.getcwd(), "-rfE", "--tb=short"]
-try:
-    _code = int(pytest.main(_args + _request["files"], plugins=[_recorder]))
-except BaseException as _error:
-    _code = -1
-    print("pytest raised %r" % (_error,), file=sys.stderr)
-sys.stdout.flush()
-sys.stderr.flush()
-_data = _dumps({"nonce": _request["nonce"], "exit_code": _code, "records": _recorder.records})
-_fd = _open(_request["report"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-_view = memoryview(_data.encode())
-while _view:
-    _view = _view[_write(_fd, _view):]
-_close(_fd)
-_exit(0)
-"""
+def make_canary(test_files: tuple[str, ...]) -> Canary:
+    """A canary next to the first of ``test_files`` (the repository root when there is none)."""
+    pick = secrets.SystemRandom()
+    one, two, three = pick.sample(_WORDS, 3)
+    folder = str(PurePosixPath(test_files[0]).parent) if test_files else "."
+    name = f"test_{one}_{two}_{three}.py"
+    path = name if folder in ("", ".") else f"{folder}/{name}"
+    a, b = pick.randrange(2, 1000), pick.randrange(2, 1000)
+    klass, method, function = f"Test{one.title()}{two.title()}", f"test_{three}", f"test_{two}"
+    source = (
+        f"import unittest\n\n\nclass {klass}(unittest.TestCase):\n    def {method}(self):\n"
+        f"        self.assertEqual({a} + {b}, {a + b + 1})\n\n\ndef {function}():\n"
+        f"    assert {a} * {b} == {a * b + 1}\n"
+    )
+    return Canary(path, source, (f"{path}::{klass}::{method}", f"{path}::{function}"))
+
+
+def request(
+    nonce: str,
+    files: list[str],
+    tests: list[str],
+    canary: Canary,
+    changed: list[str],
+    timeout: float,
+) -> str:
+    """The runner's stdin: the nonce line, then the JSON request (``tests``: the node ids whose
+    records the verdict keeps, the canary's added)."""
+    body = {
+        "files": files,
+        "tests": [*tests, *canary.ids],
+        "canary": {"path": canary.path, "source": canary.source},
+        "changed": sorted(changed),
+        "timeout": timeout,
+    }
+    return f"{nonce}\n{json.dumps(body)}"
+
+
+def read_verdict(stdout: str, nonce: str) -> dict[str, Any] | None:
+    """The supervisor's verdict line, or None unless ``stdout`` is exactly one line that
+    carries ``nonce``."""
+    lines = stdout.strip().splitlines()
+    if len(lines) != 1:
+        return None
+    try:
+        verdict = json.loads(lines[0])
+    except ValueError:
+        return None
+    if not isinstance(verdict, dict) or verdict.get("nonce") != nonce:
+        return None
+    return verdict
+
+
+def canary_problems(canary: Canary, outcomes: dict[str, str], all_passed: bool) -> list[str]:
+    """Why the canary's outcomes show forged reporting: a canary reported as passing, or no
+    canary reported as failing (``failed`` / ``error``) while every real test passed."""
+    found = {test: outcomes.get(test, "missing") for test in canary.ids}
+    problems = [
+        f"the grader's always-failing test {test} was reported {outcome!r}"
+        for test, outcome in found.items()
+        if outcome in ("passed", "xpass")
+    ]
+    if all_passed and not problems and not any(o in _FAILING for o in found.values()):
+        problems.append(
+            f"the grader's always-failing tests were not reported as failing ({found}) while "
+            "every graded test passed"
+        )
+    return problems

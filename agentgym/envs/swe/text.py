@@ -25,6 +25,8 @@ def verdict(result: GradeResult, submitted: bool) -> str:
         return f"{head} The diff is too large to grade: it scores 0."
     if result.reason in ("no_diff", "patch_failed"):
         return f"{head} Your changes could not be read or applied: they score 0."
+    if result.reason == "tampering":
+        return f"{head} Your changes tamper with the interpreter or the test runner: they score 0."
     tests = {**result.fail_to_pass, **result.pass_to_pass}
     passed = sum(outcome == "passed" for outcome in tests.values())
     if result.resolved:

@@ -84,6 +84,17 @@ def test_the_real_fix_still_counts_when_tests_were_edited_too(env: SWEEnv) -> No
     reward, info = attempt(env, FIX, sh("rm tests/test_ops.py"))
     assert reward == 1.0
     assert list(info["dropped_files"]) == ["tests/test_ops.py"]
+    assert info["tampering"] == []
+
+
+def test_tampering_is_reported_in_info_and_in_the_verdict(env: SWEEnv) -> None:
+    step(env, FIX, create("calc/__init__.py", "import gc\n"))
+    obs, reward, terminated, _, info = step(env, ("submit", {}))
+    assert (reward, terminated, info["grade_reason"]) == (0.0, True, "tampering")
+    assert info["tampering"] == ["calc/__init__.py:1: uses the garbage collector: import gc"]
+    assert info["reward_components"] == {"resolved": 0.0}
+    assert set(info["tests"]["FAIL_TO_PASS"].values()) == {"not_run"}
+    assert "tamper with the interpreter or the test runner" in obs[-1]["content"]
 
 
 SKIP_IN_SOURCE = ("edit", {
@@ -94,6 +105,12 @@ SKIP_IN_SOURCE = ("edit", {
 SKIP_MODULE = create(
     "calc/__init__.py", "import pytest\npytest.skip('no', allow_module_level=True)\n"
 )
+SKIP_UNSEEN = ("edit", {
+    "path": "calc/ops.py",
+    "old_str": "    if not",
+    "new_str": "    import importlib\n"
+               "    importlib.import_module('py' + 'test').skip('later')\n    if not",
+})  # fmt: skip
 SKIP_MARKER = sh(
     "sed -i '1i import pytest' tests/test_ops.py && "
     "sed -i 's/^def test_mean_float/@pytest.mark.skip\\ndef test_mean_float/' tests/test_ops.py"
@@ -101,16 +118,25 @@ SKIP_MARKER = sh(
 
 
 @pytest.mark.parametrize(
-    ("attack", "outcome"),
-    [(SKIP_IN_SOURCE, "skipped"), (SKIP_MODULE, "missing"), (SKIP_MARKER, "failed")],
-    ids=["skip-in-source", "module-level-skip", "skip-marker-in-test"],
+    ("attack", "outcome", "reason"),
+    [
+        (SKIP_IN_SOURCE, "not_run", "tampering"),
+        (SKIP_MODULE, "not_run", "tampering"),
+        (SKIP_UNSEEN, "skipped", "tests_failed"),
+        (SKIP_MARKER, "failed", "tests_failed"),
+    ],
+    ids=["skip-in-source", "module-level-skip", "skip-the-scan-misses", "skip-marker-in-test"],
 )
 def test_a_skipped_test_counts_as_failed(
-    env: SWEEnv, attack: tuple[str, dict[str, Any]], outcome: str
+    env: SWEEnv, attack: tuple[str, dict[str, Any]], outcome: str, reason: str
 ) -> None:
+    """Code under test that uses pytest is tampering (the scan); a skip the scan misses still
+    leaves the test skipped, which counts as failed."""
     reward, info = attempt(env, attack)
     assert reward == 0.0
     assert f2p(info) == outcome
+    assert info["grade_reason"] == reason
+    assert bool(info["tampering"]) == (reason == "tampering")
 
 
 @pytest.mark.parametrize(
@@ -137,8 +163,12 @@ def test_pytest_configuration_and_plugins_are_not_graded(
 ) -> None:
     reward, info = attempt(env, *(create(path, text) for path, text in files.items()))
     assert reward == 0.0
-    assert f2p(info) == "failed"
     assert set(info["dropped_files"]) == set(files) - {"calc/hack.py"}
+    if "calc/hack.py" in files:  # graded: a pytest hook in the source is tampering
+        assert info["grade_reason"] == "tampering"
+        assert any(t.startswith("calc/hack.py:") for t in info["tampering"])
+    else:
+        assert f2p(info) == "failed"
 
 
 def test_a_setup_cfg_without_pytest_settings_is_graded(env: SWEEnv) -> None:
@@ -152,11 +182,20 @@ def test_files_written_where_the_grader_works_are_ignored(env: SWEEnv) -> None:
         env,
         sh(f"mkdir -p ../.agentgym-grader && echo '{FAKE_REPORT}' > ../{REPORT}"),
         create(REPORT, FAKE_REPORT),
-        create("pytest.py", "import sys\nprint('1 passed')\nsys.exit(0)\n"),
     )
     assert reward == 0.0
     assert f2p(info) == "failed"
-    assert "pytest.py" in info["graded_diff"]  # graded, yet it cannot stand in for pytest
+    assert REPORT in info["graded_diff"]  # graded, yet nothing reads it
+    assert info["tampering"] == []
+
+
+def test_a_pytest_module_in_the_repository_is_tampering(env: SWEEnv) -> None:
+    reward, info = attempt(env, create("pytest.py", "import sys\nprint('1 passed')\nsys.exit(0)\n"))
+    assert reward == 0.0
+    assert info["grade_reason"] == "tampering"
+    shadow = "pytest.py: shadows the module 'pytest' of the standard library or the test runner"
+    assert info["tampering"] == [shadow, "pytest.py:3: exits at import: sys.exit(0)"]
+    assert "pytest.py" in info["graded_diff"]
 
 
 def test_code_that_forges_the_report_and_exits_scores_0(env: SWEEnv) -> None:
@@ -168,7 +207,9 @@ def test_code_that_forges_the_report_and_exits_scores_0(env: SWEEnv) -> None:
     )
     reward, info = attempt(env, create("calc/__init__.py", forge))
     assert reward == 0.0
-    assert f2p(info) == "missing"
+    assert f2p(info) == "not_run"
+    assert info["grade_reason"] == "tampering"
+    assert any("os._exit" in t for t in info["tampering"])
 
 
 def test_huge_outputs_are_cut_and_a_huge_diff_is_not_graded(env: SWEEnv) -> None:

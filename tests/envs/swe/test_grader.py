@@ -126,7 +126,8 @@ def test_the_gold_patch_scores_1_and_no_change_scores_0(
     nothing = graded(backend, calc, b"")
     assert (nothing.reward, nothing.reason) == (0.0, "tests_failed")
     assert nothing.fail_to_pass == {"tests/test_ops.py::test_mean_float": "failed"}
-    assert "1 failed, 2 passed" in nothing.test_output
+    assert "3 failed, 2 passed" in nothing.test_output  # the grader's two canaries fail too
+    assert (gold.tampering, nothing.tampering) == ([], [])
 
 
 def test_a_listed_test_that_does_not_exist_counts_as_failed(

@@ -1,0 +1,245 @@
+"""Checks of the test machinery, run inside the graded test process (see ``runner_script``).
+
+Shipped into the grading sandbox next to the runner script; standard library only, Python 3.8
+or later. ``Guard`` records the test machinery (pytest, pluggy, unittest, json and the runner's
+own namespaces, ``builtins``, ``os``, ``sys``) before any code of the repository runs, and
+reports what changed since. ``Origins`` says which source files may legitimately provide test
+machinery: the system's read-only folders, and files of the repository that existed before the
+run and that the graded diff does not change. A change made by code from such a file (pytest's
+own plugins adding ``Node.fspath``, a repository's unchanged conftest.py) is not a problem;
+anything else is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["Guard", "Origins", "hook_problems", "machinery", "report_problems"]
+
+_MISSING = object()
+HOT = frozenset({"_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
+                 "_pytest.skipping", "_pytest.outcomes", "_pytest.main", "_pytest.nodes",
+                 "pluggy", "json", "json.encoder", "unittest", "unittest.case", "__main__",
+                 "runner_guard"})  # fmt: skip
+"""Modules checked at every test report (the reporting path); the rest at the end."""
+REPORT_HOOKS = frozenset({"pytest_runtest_logreport", "pytest_runtest_makereport",
+                          "pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call",
+                          "pytest_report_teststatus", "pytest_runtest_setup",
+                          "pytest_runtest_teardown", "pytest_make_collect_report"})  # fmt: skip
+_OUTCOMES = ("passed", "failed", "skipped")
+_Entry = tuple  # (where, namespace, key, value, func, code, defaults)
+
+
+def machinery() -> list[str]:
+    """Names of the loaded modules whose namespaces ``Guard`` watches."""
+    prefixes = ("_pytest", "pytest", "pluggy", "unittest", "json", "runner_guard")
+    found = [n for n in list(sys.modules) if n.split(".")[0] in prefixes]
+    return [*found, "builtins", "os", "posix", "sys", "__main__"]
+
+
+class Origins:
+    """Which source files may provide test machinery (see the module docstring)."""
+
+    def __init__(self, root: str, before: dict[str, object], changed: list[str], own: list[str]):
+        self.root = os.path.realpath(root)
+        self.before = before
+        self.changed = frozenset(changed)
+        self.own = frozenset(os.path.realpath(p) for p in own)
+        trusted = {sys.prefix, sys.base_prefix, "/usr/lib", "/usr/local/lib"}
+        for name in ("pytest", "_pytest", "pluggy"):
+            path = getattr(sys.modules.get(name), "__file__", None)
+            if path:
+                trusted.add(os.path.dirname(os.path.dirname(path)))
+        self.trusted = tuple(p.rstrip("/") + "/" for p in trusted if p and p != "/")
+        self._seen: dict[str, str | None] = {}
+
+    def problem(self, filename: str | None) -> str | None:
+        """Why code from ``filename`` may not act as test machinery, or None."""
+        if not filename or filename.startswith("<"):
+            return "is not code from a source file"
+        if filename not in self._seen:
+            self._seen[filename] = self._problem(filename)
+        return self._seen[filename]
+
+    def _problem(self, filename: str) -> str | None:
+        path = os.path.realpath(filename)
+        if path in self.own:
+            return None
+        rel = os.path.relpath(path, self.root)
+        if not rel.startswith(".."):
+            if rel in self.changed:
+                return f"comes from {rel}, which the graded diff changes"
+            if rel not in self.before:
+                return f"comes from {rel}, which appeared during the tests"
+            return None
+        if path.startswith(self.trusted):
+            return None
+        return f"comes from {path}, outside the system's folders"
+
+    def value_problem(self, value: object) -> str | None:
+        """Why ``value`` (a function, class, descriptor, ...) may not act as test machinery."""
+        if value is _MISSING:
+            return "was removed"
+        files = _files_of(value)
+        if files is None:
+            return "is not code from a source file"
+        for filename in files:
+            why = self.problem(filename)
+            if why is not None:
+                return why
+        return None
+
+
+def _files_of(value: object) -> list[str] | None:
+    """The source files of the code in ``value``; None for a callable with no Python code."""
+    if isinstance(value, property):
+        found: list[str] = []
+        for accessor in (value.fget, value.fset, value.fdel):
+            files = [] if accessor is None else _files_of(accessor)
+            if files is None:
+                return None
+            found += files
+        return found
+    if isinstance(value, type) or type(value) is type(sys):
+        module = value if type(value) is type(sys) else sys.modules.get(value.__module__)
+        path = getattr(module, "__file__", None)
+        return [path] if path else None
+    func = getattr(value, "__func__", value)
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        return [code.co_filename]
+    return None if callable(value) or hasattr(value, "__get__") else []
+
+
+def _inner(value: object) -> tuple[object, object, object]:
+    """The function inside ``value`` (itself, a method's or a property's getter) with its code
+    and defaults: what could be swapped without replacing ``value``."""
+    if isinstance(value, property):
+        value = value.fget
+    func = getattr(value, "__func__", value)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None, None, None
+    return func, code, getattr(func, "__defaults__", None)
+
+
+def _watched(value: object) -> bool:
+    return callable(value) or isinstance(value, (property, classmethod, staticmethod, type(sys)))
+
+
+class Guard:
+    """The test machinery as it was before any code of the repository ran.
+
+    Entries are ``(where, namespace, key, value, func, code, defaults)``: a name in a module's
+    or class's namespace, what it held, and the function inside it with its code and defaults.
+    ``check`` reports each entry replaced (or whose code was swapped) and each attribute added
+    to a class, by code that ``Origins`` does not trust; replaced modules; and trace or profile
+    functions left set.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        self.hot: list[_Entry] = []
+        self.classes: list[tuple[str, type, frozenset[str], bool]] = []
+        self.modules: dict[str, object] = {}
+
+    @classmethod
+    def take(cls, names: list[str]) -> Guard:
+        guard = cls()
+        for name in names:
+            module = sys.modules.get(name)
+            if module is not None:
+                guard._add_module(name, module)
+        return guard
+
+    def _add_module(self, name: str, module: object) -> None:
+        self.modules[name] = module
+        hot = name in HOT or name.startswith("pluggy.")
+        space = vars(module)
+        for key, value in list(space.items()):
+            if not _watched(value):
+                continue
+            self._add(name, space, key, value, hot)
+            own = getattr(value, "__module__", None) == name and name != "builtins"
+            if isinstance(value, type) and own:
+                self._add_class(f"{name}.{key}", value, hot)
+
+    def _add_class(self, where: str, klass: type, hot: bool) -> None:
+        self.classes.append((where, klass, frozenset(vars(klass)), hot))
+        for key, value in list(vars(klass).items()):
+            if _watched(value) and not isinstance(value, type):
+                self._add(where, vars(klass), key, value, hot)
+
+    def _add(self, where: str, space: object, key: str, value: object, hot: bool) -> None:
+        entry = (where, space, key, value, *_inner(value))
+        self.entries.append(entry)
+        if hot:
+            self.hot.append(entry)
+
+    def check(self, origins: Origins, hot_only: bool = False) -> list[str]:
+        """What changed, as sentences; only the reporting path's modules when ``hot_only`` (and
+        then a class is looked into only when its number of attributes changed)."""
+        problems = []
+        for where, space, key, value, func, code, defaults in (
+            self.hot if hot_only else self.entries
+        ):
+            now = space.get(key, _MISSING)
+            if now is value and (
+                func is None or (func.__code__ is code and func.__defaults__ is defaults)
+            ):
+                continue
+            why = origins.value_problem(now) if now is not value else "had its code swapped"
+            if why is not None:
+                problems.append(f"{where}.{key} was changed during the tests: it {why}")
+        for where, klass, keys, hot in self.classes:
+            if (hot or not hot_only) and len(vars(klass)) != len(keys):
+                problems += _added(where, klass, keys, origins)
+        for name, module in self.modules.items():
+            if name != "__main__" and sys.modules.get(name) is not module:
+                problems.append(f"sys.modules[{name!r}] was replaced during the tests")
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            problems.append("a trace or profile function was set during the tests")
+        return problems
+
+
+def _added(where: str, klass: type, keys: frozenset[str], origins: Origins) -> list[str]:
+    problems = []
+    for key in frozenset(vars(klass)) - keys:
+        value = vars(klass)[key]
+        why = origins.value_problem(value) if _watched(value) else None
+        if why is None and hasattr(value, "__get__") and not _watched(value):
+            why = "is a descriptor"
+        if why is not None:
+            problems.append(f"{where}.{key} was added during the tests: it {why}")
+    return problems
+
+
+def hook_problems(pluginmanager: object, callers: dict[str, object], origins: Origins) -> list[str]:
+    """Each reporting hook's caller that was replaced, and each implementation of one whose
+    code ``origins`` does not trust."""
+    problems = []
+    relay = vars(pluginmanager.hook)  # type: ignore[attr-defined]
+    for name in sorted(REPORT_HOOKS & set(relay)):
+        if name in callers and relay[name] is not callers[name]:
+            problems.append(f"pytest's {name} hook caller was replaced")
+        for impl in relay[name].get_hookimpls():
+            why = origins.value_problem(impl.function)
+            if why is not None:
+                what = getattr(impl.function, "__qualname__", repr(impl.function))
+                problems.append(f"a {name} hook implementation ({what}) {why}")
+    return problems
+
+
+def report_problems(report: object, report_class: type) -> list[str]:
+    """What makes ``report`` something pytest's own reporting could not have produced."""
+    problems = []
+    if type(report) is not report_class:
+        problems.append(f"a test report is a {type(report).__name__}, not pytest's TestReport")
+    fields = [getattr(report, name, None) for name in ("nodeid", "when", "outcome")]
+    if any(type(value) is not str for value in fields):
+        problems.append("a test report's nodeid, when or outcome is not a plain string")
+    outcome, longrepr = fields[2], getattr(report, "longrepr", None)
+    if outcome not in _OUTCOMES or (outcome == "passed") != (longrepr is None):
+        problems.append(f"a test report says {outcome!r} with failure details {longrepr!r:.80}")
+    return problems
