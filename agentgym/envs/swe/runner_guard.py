@@ -143,6 +143,10 @@ class Guard:
         self.hot: list[_Entry] = []
         self.classes: list[tuple[str, type, frozenset[str], bool]] = []
         self.modules: dict[str, object] = {}
+        self.hooks: dict[str, list[object]] = {
+            "meta_path": list(sys.meta_path),
+            "path_hooks": list(sys.path_hooks),
+        }
 
     @classmethod
     def take(cls, names: list[str]) -> Guard:
@@ -200,6 +204,18 @@ class Guard:
                 problems.append(f"sys.modules[{name!r}] was replaced during the tests")
         if sys.gettrace() is not None or sys.getprofile() is not None:
             problems.append("a trace or profile function was set during the tests")
+        return problems + self._import_hooks(origins)
+
+    def _import_hooks(self, origins: Origins) -> list[str]:
+        """Import hooks added since ``take`` by code ``origins`` does not trust."""
+        problems = []
+        for name, before in self.hooks.items():
+            for hook in getattr(sys, name):
+                if any(hook is old for old in before):
+                    continue
+                why = origins.value_problem(hook if callable(hook) else type(hook))
+                if why is not None:
+                    problems.append(f"an import hook was added to sys.{name}: it {why}")
         return problems
 
 

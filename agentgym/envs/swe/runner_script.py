@@ -13,13 +13,16 @@ Two processes:
   the repository's files, and forks
 - the test process, which zeroes its copy of the nonce, sends a random token of its own to the
   supervisor before any code of the repository runs, puts the repository first on ``sys.path``
-  and runs pytest on the requested files with ``Recorder``, which records each report and
-  checks the machinery at each one. Its stdout and stderr go to the supervisor (who keeps their
-  start and end); at the end it sends ``<token> <json>`` on its own pipe and leaves with
-  ``os._exit``.
+  and runs pytest on the requested files (the canary last) with ``Recorder``, which checks the
+  machinery (``runner_guard``) and the test function at each report, then sends the report's
+  record at once, as a ``<token> <json>`` line on a pipe of its own; problems found go the same
+  way, and ``<token> {"end": pytest's exit code}`` last, before it leaves with ``os._exit``.
+  Its stdout and stderr go to the supervisor, who keeps their start and end.
 
-The supervisor waits for the test process (or the deadline), kills its process group, compares
-the repository's code and configuration files with their state before the run, and prints ONE
+The supervisor waits for the test process (or the deadline), kills its process group, reads its
+lines (``read_message``: a line without the token, a record sent twice or anything after the
+end means forged; exiting 0 without the end means it was cut short on purpose), compares the
+repository's code, configuration and test files with their state before the run, and prints ONE
 line on stdout, which no other process holds: ``{"nonce", "records", "problems", "exit_code",
 "timed_out", "error"}``. The tests' output goes to its stderr.
 
@@ -74,7 +77,7 @@ def read_nonce(fd: int = 0) -> bytearray:
 
 
 def read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = _read(fd, 1 << 16)
         if not chunk:
@@ -221,7 +224,7 @@ def _set_dumpable(on: bool) -> None:
 def file_states(root: str) -> dict[str, tuple[int, ...]]:
     """Each file under ``root`` (not ``.git``): inode, size, mtime, ctime (which no process
     of the sandbox's user can set back) and mode."""
-    states = {}
+    states: dict[str, tuple[int, ...]] = {}
     for folder, dirs, files in os.walk(root):
         if folder == root:
             dirs[:] = [d for d in dirs if d != ".git"]
@@ -302,8 +305,13 @@ def supervise(
         os.set_blocking(fd, False)
         while _take(fd, sink):
             pass
-    code = None if status is None else os.waitstatus_to_exitcode(status)
+    code = None if status is None else _exit_code(status)
     return bytes(message), code, output
+
+
+def _exit_code(status: int) -> int:
+    """``os.waitstatus_to_exitcode`` (Python 3.9+): the code, or minus the killing signal."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
 
 
 def _take(fd: int, sink: object) -> bool:

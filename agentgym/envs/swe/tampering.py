@@ -56,7 +56,7 @@ def _rules(*pairs: tuple[str, str]) -> tuple[tuple[re.Pattern[str], str], ...]:
 _PYTHON_RULES = _rules(
     (r"\b_pytest\b", "reaches into pytest's internals"),
     (r"\bpluggy\b", "reaches into pytest's plugin machinery"),
-    (r"^\s*(import|from)\s+pytest\b|\bpytest\s*\.\s*[A-Za-z_]", "code under test uses pytest"),
+    (r"^\s*(import|from)\s+pytest\b|\bpytest\.[A-Za-z_]", "code under test uses pytest"),
     (r"\bpytest_\w+", "names a pytest hook or pytest setting"),
     (
         r"\b(TestReport|CollectReport|CallInfo|hookimpl|hookwrapper|runtestprotocol"
@@ -64,7 +64,10 @@ _PYTHON_RULES = _rules(
         "names the test runner's report machinery",
     ),
     (r"\bsys\s*\.\s*modules\b", "uses the interpreter's module table"),
-    (r"\bbuiltins\b|__builtins__", "uses the builtins module"),
+    (
+        r"^\s*(import|from)\s+builtins\b|\bbuiltins\.[A-Za-z_]|__builtins__|[\"']builtins[\"']",
+        "uses the builtins module",
+    ),
     (r"(?<![\w.])gc\b\s*\.|^\s*(import|from)\s+gc\b", "uses the garbage collector"),
     (r"\batexit\b", "registers code to run at interpreter exit"),
     (r"\b_exit\b", "ends the process without cleanup (os._exit)"),
@@ -78,7 +81,7 @@ _PYTHON_RULES = _rules(
     (
         r"\b(settrace|setprofile|_getframe|currentframe|getouterframes|getinnerframes"
         r"|f_back|f_locals|f_globals|f_lineno|f_trace|tb_frame|gi_frame|cr_frame|addaudithook"
-        r"|__code__|__globals__|__closure__|__subclasses__|__base__)\b"
+        r"|__code__|__globals__|__closure__|__subclasses__|__base__|co_[a-z]+)\b"
         r"|\binspect\s*\.\s*(stack|trace)\b",
         "reaches into running frames, tracing or interpreter internals",
     ),

@@ -153,6 +153,7 @@ RUNTIME_CATCHES = {
     "register-makereport-hook": "pytest_runtest_makereport hook implementation",
     "replace-sys.modules-entry": "sys.modules['_pytest.outcomes'] was replaced",
     "settrace-left-set": "a trace or profile function",
+    "import-hook-rewrites-tests": "an import hook was added to sys.meta_path",
     "unittest-assertions-off": "TestCase.assertEqual was changed",
     "os._exit-at-import": "exited before the runner reported",
     "conftest-planted-at-run-time": "created tests/conftest.py",
