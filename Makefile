@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # an unpinned torch pulls several GB of CUDA packages.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup services train test test-fast lint bench clean
+.PHONY: setup services train test test-fast lint check-extras bench clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ test: lint services
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
+
+# Each extra installed alone in a fresh venv from a wheel of this tree, and a smoke run of what it
+# is for (scripts/smoke_extra.py): what `pip install 'agentgym[<extra>]'` gives a user.
+check-extras:
+	PYTHON=$(PYTHON) TORCH_CPU="$(TORCH_CPU)" scripts/check_extras.sh
 
 bench: setup
 	$(BIN)/python benchmarks/vector_throughput.py

@@ -21,6 +21,12 @@ def old_api():
 """
 
 
+@pytest.fixture
+def configured_filters(request: pytest.FixtureRequest) -> None:
+    if request.config.getoption("pythonwarnings"):
+        pytest.skip("-W on the command line replaces pyproject's filterwarnings")
+
+
 def _call_old_api_from(module: str, category: type[Warning]) -> None:
     """``old_api()`` of a library module, called by code whose module is ``module``."""
     library: dict[str, object] = {"__name__": "somelib", "CATEGORY": category}
@@ -30,12 +36,14 @@ def _call_old_api_from(module: str, category: type[Warning]) -> None:
 
 
 @pytest.mark.parametrize("category", DEPRECATIONS)
+@pytest.mark.usefixtures("configured_filters")
 def test_a_deprecated_call_from_agentgym_fails(category):
     with pytest.raises(category, match="old_api is deprecated"):
         _call_old_api_from("agentgym.envs.somewhere", category)
 
 
 @pytest.mark.parametrize("category", DEPRECATIONS)
+@pytest.mark.usefixtures("configured_filters")
 def test_a_libraries_own_deprecated_call_only_warns(category):
     # Not ours to fix: recorded, not raised (a dependency's upgrade does not fail the suite).
     with warnings.catch_warnings(record=True) as seen:
@@ -43,6 +51,7 @@ def test_a_libraries_own_deprecated_call_only_warns(category):
     assert [w.category for w in seen] == [category]
 
 
+@pytest.mark.usefixtures("configured_filters")
 def test_a_deprecated_forward_argument_fails():
     from transformers.utils.deprecation import deprecate_kwarg
 
@@ -56,6 +65,7 @@ def test_a_deprecated_forward_argument_fails():
         Model()(torch.zeros(1), old_cache=None)
 
 
+@pytest.mark.usefixtures("configured_filters")
 def test_a_deprecated_base_model_argument_fails():
     import transformers
     from packaging.version import Version

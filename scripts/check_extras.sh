@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Each extra alone: a fresh venv with `pip install 'agentgym[<extra>]'` (from a wheel of this
+# tree) and nothing else, then scripts/smoke_extra.py for it. What a user's install gives, checked
+# before a missing dependency or an import of another extra's package reaches them.
+#
+#   scripts/check_extras.sh                         # every extra below, JOBS venvs at a time
+#   EXTRAS="core train" JOBS=1 scripts/check_extras.sh
+#
+# core: no extra; lowest: no extra, with the core dependencies at their lowest allowed versions.
+# Extras that need torch get the CPU wheel first ($TORCH_CPU): an unpinned torch pulls several GB
+# of CUDA packages. Logs go to $WORK/<extra>.log; the venvs are removed unless KEEP=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+TORCH_CPU=${TORCH_CPU:-torch==2.13.0}
+JOBS=${JOBS:-3}
+EXTRAS=${EXTRAS:-"core lowest code math mcp docker models train deepspeed serve"}
+WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/agentgym-extras.XXXXXX")}
+KEEP=${KEEP:-0}
+TORCH_EXTRAS=" models train deepspeed serve bench "
+export PYTHON TORCH_CPU WORK KEEP TORCH_EXTRAS
+export SMOKE="$PWD/scripts/smoke_extra.py" PIP_DISABLE_PIP_VERSION_CHECK=1
+
+start=$(date +%s)
+mkdir -p "$WORK/src" "$WORK/dist"
+# A wheel of the working tree as pip builds it for a user (isolated build, build-system.requires),
+# from a copy so that the build leaves nothing in the checkout.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard \
+        | tar --null -T - --ignore-failed-read -cf - | tar -xf - -C "$WORK/src"
+else
+    tar --exclude=./.venv --exclude=./build --exclude=./runs -cf - . | tar -xf - -C "$WORK/src"
+fi
+"$PYTHON" -m pip wheel --verbose --no-deps --wheel-dir "$WORK/dist" "$WORK/src" \
+    >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+# setuptools announces what will stop building as a SetuptoolsDeprecationWarning.
+if grep -q "DeprecationWarning" "$WORK/build.log"; then
+    echo "the wheel build warns of a deprecation:"; grep -A 12 "DeprecationWarning" "$WORK/build.log"
+    exit 1
+fi
+WHEEL=$(ls "$WORK"/dist/agentgym-*.whl)
+export WHEEL
+
+# Core dependencies pinned to the lower bound of their range: `name>=x,<y` -> `name==x`.
+LOWEST=$("$PYTHON" - <<'EOF'
+import re, tomllib
+with open("pyproject.toml", "rb") as f:
+    deps = tomllib.load(f)["project"]["dependencies"]
+print(" ".join(re.sub(r"\s*>=\s*([^,;\s]+).*", r"==\1", d) for d in deps))
+EOF
+)
+export LOWEST
+
+check_one() {
+    local extra=$1 venv="$WORK/venv-$1" log="$WORK/$1.log" t0
+    t0=$(date +%s)
+    (
+        set -e
+        "$PYTHON" -m venv "$venv"
+        local pip=("$venv/bin/python" -m pip install --quiet)
+        if [[ $TORCH_EXTRAS == *" $extra "* ]]; then "${pip[@]}" "$TORCH_CPU"; fi
+        case $extra in
+            core) "${pip[@]}" "$WHEEL" ;;
+            lowest) "${pip[@]}" "$WHEEL" $LOWEST ;;
+            *) "${pip[@]}" "$WHEEL[$extra]" ;;
+        esac
+        "$venv/bin/python" -m pip freeze
+        echo "installed in $(( $(date +%s) - t0 )) s"
+        mkdir -p "$WORK/scratch-$extra"
+        # From outside the checkout: `import agentgym` must find the installed wheel.
+        cd "$WORK/scratch-$extra"
+        "$venv/bin/python" "$SMOKE" "$extra" "$WORK/scratch-$extra"
+    ) >"$log" 2>&1
+    local status=$?
+    [[ $KEEP == 1 ]] || rm -rf "$venv"
+    local took="$(( $(date +%s) - t0 )) s, $(grep -o 'installed in [0-9]* s' "$log")"
+    if [[ $status == 0 ]]; then
+        echo "ok    $extra ($took)"
+    else
+        echo "FAIL  $extra ($took): $log"; tail -n 40 "$log" | sed 's/^/      /'
+    fi
+    return $status
+}
+export -f check_one
+
+status=0
+printf '%s\n' $EXTRAS | xargs -P "$JOBS" -I{} bash -c 'check_one "$@"' _ {} || status=1
+echo "extras checked in $(( $(date +%s) - start )) s (logs: $WORK)"
+exit $status

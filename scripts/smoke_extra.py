@@ -1,0 +1,181 @@
+"""Smoke test of one install: ``python scripts/smoke_extra.py <extra> <scratch dir>``.
+
+Run by ``scripts/check_extras.sh`` in a fresh venv holding agentgym with that extra only (``core``:
+no extra; ``lowest``: no extra, the core dependencies at their lowest allowed versions). Each check
+runs what the extra is for, the way a user would; exits non-zero with the reason on failure.
+Run it from outside the source tree, so that ``import agentgym`` finds the installed package.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+SCRIPTS = Path(sysconfig.get_path("scripts"))
+AGENTGYM = str(SCRIPTS / "agentgym")
+OPTIONAL = ("torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "deepspeed")
+
+
+def cli(*args: str, stdin: str = "", status: int = 0) -> str:
+    """Run the installed ``agentgym`` command; its stdout, after checking its exit status."""
+    done = subprocess.run(
+        [AGENTGYM, *args], input=stdin, capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode != status or "Traceback" in done.stderr:
+        raise SystemExit(
+            f"agentgym {' '.join(args)}: exit {done.returncode} (expected {status})\n"
+            f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        )
+    return done.stdout + done.stderr
+
+
+def python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"python -c {code!r}: exit {done.returncode}\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def make_and_reset(env_id: str, **kwargs: object) -> None:
+    python(
+        "import gymnasium as gym, agentgym\n"
+        f"env = gym.make({env_id!r}, **{kwargs!r})\n"
+        "obs, info = env.reset(seed=0)\n"
+        "assert obs and obs[-1]['content'], obs\n"
+        "env.close()\n"
+    )
+
+
+def core(scratch: Path) -> None:
+    assert "agentgym/FrozenLake-v0" in cli("list")
+    played = cli(
+        "play", "agentgym/FrozenLake-v0", "--kw", "size=2", "hole_prob=0", stdin="right\ndown\n:q\n"
+    )
+    assert "Episode over. Return: 1" in played, played
+    loaded = python(
+        "import sys, gymnasium as gym, agentgym\n"
+        "env = gym.make('agentgym/FrozenLake-v0')\n"
+        "env.reset(seed=0)\n"
+        "env.step('down')\n"
+        f"print([m for m in {OPTIONAL!r} if m in sys.modules])\n"
+    )
+    assert loaded.strip() == "[]", f"import agentgym loaded optional modules: {loaded}"
+    # Each subcommand whose extra is missing says which one to install.
+    for args, extra in (
+        (["train", "--help"], "train"),
+        (["eval"], "train"),
+        (["serve", "--help"], "serve"),
+        (["mcp", "inspect"], "mcp"),
+        (["play", "agentgym/Code-v0"], "code"),
+    ):
+        said = cli(*args, status=2)
+        assert f"pip install 'agentgym[{extra}]'" in said, said
+
+
+def code(scratch: Path) -> None:
+    # Made and reset only: no program runs, so no isolating backend is needed.
+    make_and_reset("agentgym/Code-v0", sandbox="unsafe-local")
+
+
+def math(scratch: Path) -> None:
+    python(
+        "import gymnasium as gym, agentgym\n"
+        "env = gym.make('agentgym/Math-v0')\n"
+        "env.reset(seed=0)\n"
+        "_, reward, terminated, _, _ = env.step('The answer is \\\\boxed{not a number}')\n"
+        "assert terminated and reward <= 0, reward\n"
+    )
+
+
+def mcp(scratch: Path) -> None:
+    make_and_reset("agentgym/MCP-v0")
+    assert "inspect" in cli("mcp", "--help")
+
+
+def docker(scratch: Path) -> None:
+    python("import docker\nfrom agentgym.sandbox import DockerSandbox\nprint(DockerSandbox)")
+
+
+def models(scratch: Path) -> None:
+    python(
+        "import asyncio\n"
+        "from agentgym import models\n"
+        "from agentgym.inference import HFEngine, SamplingParams\n"
+        "model, tokenizer = models.load()\n"
+        "async def main():\n"
+        "    engine = HFEngine(model, tokenizer, seed=0)\n"
+        "    sampling = SamplingParams(max_tokens=4, ignore_eos=True)\n"
+        "    out = await engine.generate([1, 2, 3], sampling)\n"
+        "    await engine.close()\n"
+        "    assert len(out.token_ids) == 4, out\n"
+        "asyncio.run(main())\n"
+    )
+    said = cli("train", "--help", status=2)
+    assert "pip install 'agentgym[train]'" in said, said
+
+
+def train(scratch: Path) -> None:
+    out = scratch / "run"
+    small = ["--set", "group_size=4", "--set", "batch_size=8", "--set", "num_minibatches=1"]
+    summary = cli(
+        "train",
+        "--steps",
+        "2",
+        "--max-turns",
+        "3",
+        "--eval-episodes",
+        "4",
+        "--out",
+        str(out),
+        *small,
+    )
+    assert (out / "summary.json").is_file(), summary
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2], steps
+    said = cli("eval", "--episodes", "2", "--model", str(out), "--json")
+    assert '"success_rate"' in said, said
+    said = cli("serve", "--help", status=2)
+    assert "pip install 'agentgym[serve]'" in said, said
+
+
+def deepspeed(scratch: Path) -> None:
+    python("import deepspeed\nfrom agentgym.trainers.backends import make_backend\n")
+    assert "deepspeed" in cli("train", "--help")
+
+
+def serve(scratch: Path) -> None:
+    assert "--port" in cli("serve", "--help")
+    python("from agentgym.inference import OpenAIEngine\nfrom agentgym.inference import server\n")
+
+
+CHECKS: dict[str, Callable[[Path], None]] = {
+    "core": core,
+    "lowest": core,
+    "frozenlake": core,
+    "code": code,
+    "math": math,
+    "mcp": mcp,
+    "docker": docker,
+    "models": models,
+    "train": train,
+    "deepspeed": deepspeed,
+    "serve": serve,
+}
+
+
+def main() -> None:
+    extra, scratch = sys.argv[1], Path(sys.argv[2])
+    if extra not in CHECKS:
+        raise SystemExit(f"no smoke check for {extra!r}; known: {', '.join(CHECKS)}")
+    CHECKS[extra](scratch)
+    print(f"{extra}: ok")
+
+
+if __name__ == "__main__":
+    main()
