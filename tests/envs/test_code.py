@@ -45,8 +45,30 @@ def env() -> Any:
 # --- acceptance -----------------------------------------------------------------------------
 
 
+ALWAYS_EQUAL = """
+class AlwaysEqual(str):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __eq__
+    __hash__ = str.__hash__
+    def __bool__(self): return True
+    def __abs__(self): return 0.0
+    def __sub__(self, other): return self
+    __rsub__ = __add__ = __radd__ = __mul__ = __rmul__ = __truediv__ = __sub__
+    def __len__(self): return 0
+    def __getitem__(self, key): return self
+    def __iter__(self): return iter(())
+    def __float__(self): return 0.0
+
+def {name}(*args, **kwargs):
+    return AlwaysEqual()
+"""
+
+
 @pytest.mark.slow
-def test_all_humaneval_canonical_solutions_pass_and_corrupted_fail(backend: str) -> None:
+def test_all_humaneval_canonical_solutions_pass_and_corrupted_or_forged_fail(
+    backend: str,
+) -> None:
     env = gym.make("agentgym/Code-v0", sandbox=backend)
     failures = []
     try:
@@ -58,6 +80,10 @@ def test_all_humaneval_canonical_solutions_pass_and_corrupted_fail(backend: str)
             reward, _, _ = play(env, task_id, fenced(corrupted))
             if reward != 0.0:
                 failures.append((task_id, "corrupted", reward))
+            forged = ALWAYS_EQUAL.format(name=problem["entry_point"])
+            reward, _, _ = play(env, task_id, fenced(forged))
+            if reward != 0.0:
+                failures.append((task_id, "always-equal", reward))
     finally:
         env.close()
     assert len(PROBLEMS) == 164

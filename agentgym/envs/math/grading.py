@@ -2,11 +2,20 @@
 
 The rule: the answer is the content of the **last** ``\\boxed{...}`` of the response. It scores 0
 when there is none, when the response boxes two or more *different* answers (a hedge: boxing the
-same answer twice is fine), when the box holds more than ``MAX_ANSWER_CHARS`` characters, or when
-``math-verify`` finds it unequal to the reference. A box holding several candidates
-(``\\boxed{3, 4}``, ``\\boxed{3 \\text{ or } 4}``) parses as a set, which equals no single-value
-reference. Equal values in any form score 1 (``1/2``, ``0.5``, ``\\frac{1}{2}``), except for
+same answer twice is fine), when the box holds more than ``MAX_ANSWER_CHARS`` characters, when it
+hedges inside one box, or when ``math-verify`` finds it unequal to the reference. Equal values
+in any form score 1 (``1/2``, ``0.5``, ``\\frac{1}{2}``, ``\\dfrac12``, ``x = 0.5``), except for
 tasks marked ``exact`` (e.g. "simplify the fraction"), whose written form must match too.
+
+A hedge is a box that states several values where the reference has fewer, by any notation:
+``3 \\lor 4``, ``\\{3\\} \\cup \\{4\\}``, ``3 \\text{ or } 4``, ``3, 4``, ``\\pm 3``,
+``x = 3 \\lor x = 4``, ``3 \\le x \\le 4``, ``4 = 3``, ``3 \\; 4``. ``answers.stated`` lists the
+values a box states; each must equal a value of the reference, and a reference with several
+values (``1, 2``, ``\\{1, 2\\}``, ``\\pm 3``) must get exactly its values, in any order and
+notation. math-verify alone would not do: around a command it does not know it keeps the last
+expression (``3 \\star 4`` reads as 4), so notation outside what ``answers`` knows to be part
+of one value scores 0 unless the reference uses it too. Tuples and intervals (``(1, 2)``,
+``[2, 4]``) are single values, compared whole (so an interval never equals a number in it).
 
 ``math-verify``'s own timeouts use ``SIGALRM``, which works only on the main thread; they are
 off here, and ``grade`` runs it in a worker thread under an asyncio deadline instead. An answer
@@ -22,8 +31,17 @@ from dataclasses import dataclass
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded
+from agentgym.envs.math.answers import MAX_VALUES, perturbations, stated
 
-__all__ = ["MAX_ANSWER_CHARS", "Verdict", "all_boxed", "grade", "last_boxed", "verify_answer"]
+__all__ = [
+    "MAX_ANSWER_CHARS",
+    "Verdict",
+    "all_boxed",
+    "check_answer",
+    "grade",
+    "last_boxed",
+    "verify_answer",
+]
 
 MAX_ANSWER_CHARS = 300
 log = logging.getLogger(__name__)
@@ -62,6 +80,8 @@ class Verdict:
     reason: str
     """``correct``, ``wrong``, ``no_boxed_answer``, ``several_boxed_answers``, ``too_long`` or
     ``grader_timeout``."""
+    detail: str = ""
+    """Why a box that hedges is wrong (the values it states, or its unclear notation)."""
 
 
 def _written_form(text: str) -> str:
@@ -79,6 +99,12 @@ def require_math_verify() -> None:
 
 def verify_answer(reference: str, answer: str, *, exact: bool = False) -> bool:
     """Whether ``answer`` equals ``reference`` (blocking; no timeout of its own)."""
+    equal = _same(f"${reference}$", f"\\boxed{{{answer}}}")
+    return equal and (not exact or _written_form(answer) == _written_form(reference))
+
+
+def _same(gold_text: str, predicted_text: str) -> bool:
+    """Whether math-verify reads the two texts as equal (a parser failure: not equal)."""
     from math_verify import parse, verify
 
     for name in ("math_verify.parser", "math_verify.grader"):
@@ -86,13 +112,57 @@ def verify_answer(reference: str, answer: str, *, exact: bool = False) -> bool:
         if not any(isinstance(f, _QuietTimeoutWarning) for f in logger.filters):
             logger.addFilter(_QuietTimeoutWarning())
     try:
-        gold = parse(f"${reference}$", parsing_timeout=None)  # type: ignore[arg-type]
-        predicted = parse(f"\\boxed{{{answer}}}", parsing_timeout=None)  # type: ignore[arg-type]
-        equal = bool(gold and predicted and verify(gold, predicted, timeout_seconds=None))  # type: ignore[arg-type]
+        gold = parse(gold_text, parsing_timeout=None)  # type: ignore[arg-type]
+        predicted = parse(predicted_text, parsing_timeout=None)  # type: ignore[arg-type]
+        return bool(gold and predicted and verify(gold, predicted, timeout_seconds=None))  # type: ignore[arg-type]
     except Exception:  # model text that breaks the parser is a wrong answer, not a crash
-        log.debug("math-verify failed on %r", answer, exc_info=True)
+        log.debug("math-verify failed on %r", predicted_text, exc_info=True)
         return False
-    return equal and (not exact or _written_form(answer) == _written_form(reference))
+
+
+def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[bool, str]:
+    """Whether ``answer`` states exactly the values of ``reference`` (blocking), and if it
+    hedges, how: the module docstring gives the rule."""
+    gold = stated(reference)
+    equation = gold.relation  # an equation or an inequality is one value: compare it whole
+    if equation:
+        gold = stated(reference, relations=False)
+    said = stated(answer, allowed=gold.vocabulary, relations=not equation)
+    if said.unclear:
+        return False, f"notation that could hide another value: {' '.join(said.unclear[:5])}"
+    if len(said.values) > MAX_VALUES:
+        return False, f"the box states {len(said.values)} values"
+    if len(gold.values) <= 1:
+        # Each value as answers read it, and the box as math-verify reads it, must be right.
+        target = gold.values[0] if gold.values else reference
+        if not all(verify_answer(target, v) for v in said.values):
+            several = len(said.values) > 1
+            return False, f"the box states several values: {'; '.join(said.values)}" * several
+        if not verify_answer(reference, answer, exact=exact):
+            return False, ""
+    elif len(said.values) != len(gold.values) or not _same_values(gold.values, said.values):
+        return False, f"the box states {'; '.join(said.values)}"
+    return _read_whole(said.values)
+
+
+def _read_whole(values: list[str]) -> tuple[bool, str]:
+    """Whether math-verify read every part of each value: change one part, the value changes."""
+    for value in values:
+        for variant, part in perturbations(value):
+            if _same(f"\\boxed{{{value}}}", f"\\boxed{{{variant}}}"):
+                return False, f"math-verify ignores {part!r} in {value!r}: unclear notation"
+    return True, ""
+
+
+def _same_values(gold: list[str], said: list[str]) -> bool:
+    """Whether each value said equals a different value of ``gold`` (equal lengths)."""
+    left = list(gold)
+    for value in said:
+        match = next((g for g in left if verify_answer(g, value)), None)
+        if match is None:
+            return False
+        left.remove(match)
+    return True
 
 
 async def grade(response: str, reference: str, *, exact: bool, timeout: float) -> Verdict:
@@ -107,7 +177,7 @@ async def grade(response: str, reference: str, *, exact: bool, timeout: float) -
         return Verdict(False, answer[:MAX_ANSWER_CHARS], "too_long")
     try:
         async with deadline(timeout, "math-verify"):
-            correct = await asyncio.to_thread(verify_answer, reference, answer, exact=exact)
+            correct, detail = await asyncio.to_thread(check_answer, reference, answer, exact=exact)
     except DeadlineExceeded:
         return Verdict(False, answer, "grader_timeout")
-    return Verdict(correct, answer, "correct" if correct else "wrong")
+    return Verdict(correct, answer, "correct" if correct else "wrong", detail)
