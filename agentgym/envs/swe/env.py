@@ -130,10 +130,11 @@ class SWEEnv(AgentEnv):
         tool_parser: parser of tool calls written as text. render_mode: ``"ansi"`` / ``"human"``.
 
     Step info keys: ``task_id``, ``turn``, ``submitted``, ``infra_error``, ``reward_components``;
-    on the last step also ``resolved``, ``grade_reason``, ``agent_diff``, ``graded_diff``,
-    ``dropped_files`` (path -> why), ``tests`` (``{"FAIL_TO_PASS": {id: outcome}, "PASS_TO_PASS":
-    ...}``), ``test_output``, ``tampering`` (a list of findings, each a sentence naming the
-    file, line or check; empty when none) and, when truncated, ``truncation_reason``.
+    on the last step also ``success`` (as ``resolved``), ``resolved``, ``grade_reason``,
+    ``agent_diff``, ``graded_diff``, ``dropped_files`` (path -> why), ``tests``
+    (``{"FAIL_TO_PASS": {id: outcome}, "PASS_TO_PASS": ...}``), ``test_output``, ``tampering``
+    (a list of findings, each a sentence naming the file, line or check; empty when none) and,
+    when truncated, ``truncation_reason``.
     Reset info keys: ``tools``, ``task_id``, ``repo``, ``base_commit``, ``backend``,
     ``max_turns``, ``infra_error``.
 
@@ -312,6 +313,7 @@ class SWEEnv(AgentEnv):
 
 def _grade_info(result: GradeResult) -> dict[str, Any]:
     return {
+        "success": result.resolved,
         "resolved": result.resolved,
         "grade_reason": result.reason,
         "agent_diff": result.agent_diff,

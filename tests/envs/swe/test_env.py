@@ -161,6 +161,7 @@ def test_submit_with_the_gold_patch_resolves(env: SWEEnv) -> None:
     reward, info = submit(env)
     assert reward == 1.0
     assert info["resolved"]
+    assert info["success"] is True  # the info contract's success: the same as resolved
     assert info["grade_reason"] == "resolved"
     assert info["reward_components"] == {"resolved": 1.0}
     assert info["tests"]["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mean_float": "passed"}
