@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["Guard", "Origins", "hook_problems", "machinery", "report_problems"]
+__all__ = ["Guard", "Hooks", "Origins", "machinery", "report_problems"]
 
 _MISSING = object()
 HOT = frozenset({"_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
-                 "_pytest.skipping", "_pytest.outcomes", "_pytest.main", "_pytest.nodes",
-                 "pluggy", "json", "json.encoder", "unittest", "unittest.case", "__main__",
+                 "_pytest.skipping", "_pytest.outcomes", "pluggy._callers", "pluggy._hooks",
+                 "pluggy._result", "pluggy._manager", "json.encoder", "__main__",
                  "runner_guard"})  # fmt: skip
-"""Modules checked at every test report (the reporting path); the rest at the end."""
+"""Modules checked at every test's call report (the reporting path); all of them at the end."""
 REPORT_HOOKS = frozenset({"pytest_runtest_logreport", "pytest_runtest_makereport",
                           "pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call",
                           "pytest_report_teststatus", "pytest_runtest_setup",
@@ -159,7 +159,7 @@ class Guard:
 
     def _add_module(self, name: str, module: object) -> None:
         self.modules[name] = module
-        hot = name in HOT or name.startswith("pluggy.")
+        hot = name in HOT
         space = vars(module)
         for key, value in list(space.items()):
             if not _watched(value):
@@ -231,20 +231,36 @@ def _added(where: str, klass: type, keys: frozenset[str], origins: Origins) -> l
     return problems
 
 
-def hook_problems(pluginmanager: object, callers: dict[str, object], origins: Origins) -> list[str]:
-    """Each reporting hook's caller that was replaced, and each implementation of one whose
-    code ``origins`` does not trust."""
-    problems = []
-    relay = vars(pluginmanager.hook)  # type: ignore[attr-defined]
-    for name in sorted(REPORT_HOOKS & set(relay)):
-        if name in callers and relay[name] is not callers[name]:
-            problems.append(f"pytest's {name} hook caller was replaced")
-        for impl in relay[name].get_hookimpls():
-            why = origins.value_problem(impl.function)
-            if why is not None:
-                what = getattr(impl.function, "__qualname__", repr(impl.function))
-                problems.append(f"a {name} hook implementation ({what}) {why}")
-    return problems
+class Hooks:
+    """The reporting hooks of a pytest run: ``problems`` names each hook caller replaced since
+    ``Hooks`` was made, and each implementation whose code ``origins`` does not trust (each
+    implementation is judged once)."""
+
+    def __init__(self, pluginmanager: object, origins: Origins) -> None:
+        self.relay = vars(pluginmanager.hook)  # type: ignore[attr-defined]
+        self.callers = {name: self.relay[name] for name in REPORT_HOOKS if name in self.relay}
+        self.origins = origins
+        self.judged: dict[int, tuple[object, str | None]] = {}  # id -> (function, why)
+
+    def problems(self) -> list[str]:
+        problems = []
+        for name, caller in self.callers.items():
+            now = self.relay.get(name)
+            if now is not caller:
+                problems.append(f"pytest's {name} hook caller was replaced")
+                continue
+            for impl in caller.get_hookimpls():  # type: ignore[union-attr]
+                why = self._judge(impl.function)
+                if why is not None:
+                    what = getattr(impl.function, "__qualname__", repr(impl.function))
+                    problems.append(f"a {name} hook implementation ({what}) {why}")
+        return problems
+
+    def _judge(self, function: object) -> str | None:
+        known = self.judged.get(id(function))
+        if known is None or known[0] is not function:
+            known = self.judged[id(function)] = (function, self.origins.value_problem(function))
+        return known[1]
 
 
 def report_problems(report: object, report_class: type) -> list[str]:

@@ -89,23 +89,21 @@ def read_all(fd: int) -> bytes:
 
 
 class Recorder:
-    """The pytest plugin of the test process: checks the machinery (``runner_guard``) at each
-    test report, then sends the report's record, and any problem found, to the supervisor at
-    once (nothing piles up in memory where later code could rewrite it)."""
+    """The pytest plugin of the test process: checks each test report, its test function, the
+    reporting hooks and (at a test's call report) the reporting path's machinery with
+    ``runner_guard``, then sends the report's record, and any problem found, to the supervisor
+    at once (nothing piles up in memory where later code could rewrite it)."""
 
     def __init__(self, send: Callable[[object], None], guard: checks.Guard,
                  origins: checks.Origins, report_class: type) -> None:  # fmt: skip
         self.send, self.guard, self.origins = send, guard, origins
         self.report_class = report_class
         self.sent: set[str] = set()
-        self.pluginmanager: object = None
-        self.callers: dict[str, object] = {}
+        self.hooks: checks.Hooks | None = None
         self.tests: dict[str, tuple[object, str, object, object]] = {}
 
     def pytest_configure(self, config: object) -> None:
-        self.pluginmanager = config.pluginmanager  # type: ignore[attr-defined]
-        relay = vars(self.pluginmanager.hook)  # type: ignore[attr-defined]
-        self.callers = {name: relay[name] for name in checks.REPORT_HOOKS if name in relay}
+        self.hooks = checks.Hooks(config.pluginmanager, self.origins)  # type: ignore[attr-defined]
 
     def pytest_collection_finish(self, session: object) -> None:
         """Note each collected test function and its code (defined once its module ran)."""
@@ -121,11 +119,12 @@ class Recorder:
                 self.tests[item.nodeid] = (holder, name, func, code)
 
     def pytest_runtest_logreport(self, report: object) -> None:
-        found = self.guard.check(self.origins, hot_only=True)
-        found += checks.report_problems(report, self.report_class)
+        found = checks.report_problems(report, self.report_class)
         found += self.test_problems(getattr(report, "nodeid", None))
-        if self.pluginmanager is not None:
-            found += checks.hook_problems(self.pluginmanager, self.callers, self.origins)
+        if self.hooks is not None:
+            found += self.hooks.problems()
+        if getattr(report, "when", None) == "call":
+            found += self.guard.check(self.origins, hot_only=True)
         self.problems(found)
         rep: Any = report
         self.send([str(rep.nodeid), str(rep.when), str(rep.outcome), hasattr(rep, "wasxfail")])

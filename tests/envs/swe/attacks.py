@@ -301,6 +301,23 @@ _threads.Thread(target=_rewrite, daemon=True).start()
 """
 )
 
+HIDDEN_WRAP_THE_RECORDER = (
+    _IMPORT
+    + """
+_collector = _m("g" + "c")
+for _obj in getattr(_collector, "get_" + "objects")():
+    if type(_obj).__name__ == "Recorder" and hasattr(_obj, "send"):
+        _real = _obj.send
+
+        def _send(item, real=_real):
+            if isinstance(item, list) and item[1] == "call":
+                item = [item[0], "call", "passed", item[3]]
+            real(item)
+
+        _obj.send = _send
+"""
+)
+
 HIDDEN_EXIT = _IMPORT + '\ngetattr(_m("o" + "s"), "_ex" + "it")(0)\n'
 
 HIDDEN_UNITTEST = """
@@ -397,6 +414,7 @@ HIDDEN: dict[str, dict[str, str]] = {
     "hidden-TestReport-patch": on_import(HIDDEN_FORGE_REPORTS),
     "hidden-makereport-hook": on_import(HIDDEN_FORGE_HOOK),
     "hidden-records-rewriter": on_import(HIDDEN_RECORDS_REWRITER),
+    "hidden-wrap-the-recorder": on_import(HIDDEN_WRAP_THE_RECORDER),
     "hidden-os._exit": on_import(HIDDEN_EXIT),
     "hidden-unittest-patch": on_import(HIDDEN_UNITTEST),
     "hidden-test-rewrite": on_import(HIDDEN_REWRITE_TESTS),
