@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentgym.envs.code.grader import functions_under_test, read_verdict
+from agentgym.envs.code.grader import functions_under_test, imports_beyond_stdlib, read_verdict
 from agentgym.envs.code.plain import MAX_DEPTH, NotPlain, decode, dumps, encode, loads
 from agentgym.sandbox import RunResult
 
@@ -231,3 +231,11 @@ def test_every_humaneval_entry_point_is_under_test() -> None:
         snippet = f"{problem['test']}\n\ncheck({problem['entry_point']})\n"
         found = functions_under_test(problem["prompt"], (snippet,))
         assert problem["entry_point"] in found, problem["task_id"]
+
+
+def test_only_sources_importing_beyond_the_standard_library_need_site() -> None:
+    assert not imports_beyond_stdlib("import math\nfrom collections import Counter\n", "x = 1")
+    assert not imports_beyond_stdlib("from . import x")  # relative: nothing to find in site
+    assert imports_beyond_stdlib("import numpy as np")
+    assert imports_beyond_stdlib("def f():\n    from pytest import raises\n")
+    assert imports_beyond_stdlib("def broken(:\n")  # unknown: give it site-packages

@@ -344,7 +344,8 @@ def _traceback(snippets: list) -> str:
 
 def check(job: dict) -> tuple[int, str]:
     """Run ``job``'s tests against the candidate; the number that passed and its stdout."""
-    link = Link([sys.executable, "-I", "-c", job["candidate"]])
+    flags = "-I" if job["candidate_site"] else "-IS"
+    link = Link([sys.executable, flags, "-c", job["candidate"]])
     link.start()  # it starts up while the tests are prepared
     namespace, tests, wanted = _prepare(job)
     passed, loaded = 0, _load(link, job["source"], wanted, namespace, fresh=False)

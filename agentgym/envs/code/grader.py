@@ -58,6 +58,7 @@ import functools
 import hmac
 import json
 import secrets
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard
@@ -145,15 +146,18 @@ async def _grade_function(
     sandbox: Sandbox, task: CodeTask, code: str, timeout: float, limits: Limits
 ) -> GradeResult:
     nonce = secrets.token_hex(16)
+    source = solution_source(task, code)
     job = {
-        "source": solution_source(task, code),
+        "source": source,
         "prompt": task.prompt,
         "snippets": list(task.snippets),
         "entry": sorted(functions_under_test(task.prompt, task.snippets)),
         "candidate": CANDIDATE,
+        "candidate_site": imports_beyond_stdlib(source),
     }
+    tests_site = imports_beyond_stdlib(task.prompt, *task.snippets)
     run = await sandbox.run(
-        ["python3", "-I", "-c", CHECKER],
+        ["python3", "-I" if tests_site else "-IS", "-c", CHECKER],
         stdin=f"{nonce}\n{json.dumps(job)}",
         timeout=timeout,
         limits=_checker_limits(limits),
@@ -195,6 +199,28 @@ def functions_under_test(prompt: str, snippets: tuple[str, ...]) -> frozenset[st
             if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "check":
                 found |= {arg.id for arg in call.args if isinstance(arg, ast.Name)}
     return frozenset(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def imports_beyond_stdlib(*sources: str) -> bool:
+    """Whether ``sources`` import a module outside the standard library (or do not parse): a
+    process that runs them then needs ``site`` (site-packages); one that does not starts
+    faster without it (``python -S``)."""
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except Exception:  # a syntax error, or code nested too deeply to parse
+            return True
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name.split(".")[0] not in sys.stdlib_module_names for name in names):
+                return True
+    return False
 
 
 def _is_stub(node: ast.stmt) -> TypeGuard[ast.FunctionDef | ast.AsyncFunctionDef]:
