@@ -39,14 +39,18 @@ leaves open:
 
 Residual risk: an escape from the sandbox or a kernel bug that gives ptrace rights is out of
 reach of all three; without an isolating sandbox (``isolation="none"``) the answer runs as the
-host's user and can attack the host process itself. A test that passes its expected value as an
+host's user and can attack the host process itself. Inside the local sandbox the answer can
+trace the sandbox's helper process (same user): that lets it fake the run's exit status or kill
+the run, which the verdict does not depend on. A test that passes its expected value as an
 argument shows it to the answer. Behaviour differs from running the tests next to the code:
 results must be plain data (a ``Counter``, a ``namedtuple``, a generator or an object of the
 answer's own class fails, even where ``==`` would have said True), the answer cannot change the
-tests' arguments in place, tests must import their own helpers (a name the tests use that
-nothing trusted defines is looked up in the answer: a function becomes a proxy, a standard
-module is imported by the checker itself, anything else stays undefined), and each process
-costs one more Python start-up (``benchmarks/humaneval_sandbox.py``).
+tests' arguments in place, and tests must import their own helpers: a name the tests use that
+nothing trusted defines is looked up in the answer (a function becomes a proxy, so a test that
+compares through, say, an ``isclose`` only the answer imported trusts the answer's; a standard
+module is imported by the checker itself; anything else stays undefined). Each run costs a
+second Python start-up (``benchmarks/humaneval_sandbox.py``); both processes skip ``site``
+unless what they run imports beyond the standard library.
 """
 
 from __future__ import annotations
@@ -119,7 +123,8 @@ def normalise_output(text: str) -> list[str]:
 
 
 def solution_source(task: CodeTask, code: str) -> str:
-    """What ``solution.py`` holds: the prompt (imports, helpers, the stub), then the model's code.
+    """The answer's program: the prompt (imports, helpers, the stub), then the model's code
+    (``solution.py`` of a stdio task; the candidate runs it for a function task).
 
     A complete function replaces the prompt's stub; an indented bare body continues it."""
     if task.format == "stdio" or not task.prompt:
