@@ -3,11 +3,12 @@
 Shipped into the grading sandbox next to the runner script; standard library only, Python 3.8
 or later. ``Guard`` records the test machinery (pytest, pluggy, unittest, json and the runner's
 own namespaces, ``builtins``, ``os``, ``sys``) before any code of the repository runs, and
-reports what changed since. ``Origins`` says which source files may legitimately provide test
-machinery: the system's read-only folders, and files of the repository that existed before the
-run and that the graded diff does not change. A change made by code from such a file (pytest's
-own plugins adding ``Node.fspath``, a repository's unchanged conftest.py) is not a problem;
-anything else is.
+reports what changed since; ``file_states`` / ``file_problems`` do the same for the
+repository's code, configuration and test files. ``Origins`` says which source files may
+legitimately provide test machinery: the system's read-only folders, and files of the
+repository that existed before the run and that the graded diff does not change. A change made
+by code from such a file (pytest's own plugins adding ``Node.fspath``, a repository's unchanged
+conftest.py) is not a problem; anything else is.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["Guard", "Hooks", "Origins", "machinery", "report_problems"]
+__all__ = [
+    "Guard",
+    "Hooks",
+    "Origins",
+    "file_problems",
+    "file_states",
+    "machinery",
+    "report_problems",
+]
 
 _MISSING = object()
 HOT = frozenset({"_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
@@ -28,6 +37,7 @@ REPORT_HOOKS = frozenset({"pytest_runtest_logreport", "pytest_runtest_makereport
                           "pytest_report_teststatus", "pytest_runtest_setup",
                           "pytest_runtest_teardown", "pytest_make_collect_report"})  # fmt: skip
 _OUTCOMES = ("passed", "failed", "skipped")
+_CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pth", ".so", ".ini", ".cfg", ".toml")
 _Entry = tuple  # (where, namespace, key, value, func, code, defaults)
 
 
@@ -274,4 +284,36 @@ def report_problems(report: object, report_class: type) -> list[str]:
     outcome, longrepr = fields[2], getattr(report, "longrepr", None)
     if outcome not in _OUTCOMES or (outcome == "passed") != (longrepr is None):
         problems.append(f"a test report says {outcome!r} with failure details {longrepr!r:.80}")
+    return problems
+
+
+def file_states(root: str) -> dict[str, tuple[int, ...]]:
+    """Each file under ``root`` (not ``.git``): inode, size, mtime, ctime (which no process
+    of the sandbox's user can set back) and mode."""
+    states: dict[str, tuple[int, ...]] = {}
+    for folder, dirs, files in os.walk(root):
+        if folder == root:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            rel = os.path.relpath(path, root)
+            states[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    return states
+
+
+def file_problems(before: dict, after: dict, watched: set[str]) -> list[str]:  # type: ignore[type-arg]
+    """Code, configuration and test files the tests' processes created, changed or removed."""
+    problems = []
+    for rel in sorted(set(before) | set(after)):
+        if before.get(rel) == after.get(rel):
+            continue
+        name = os.path.basename(rel)
+        code = name.endswith(_CODE_SUFFIXES) or "__pycache__" in rel.split(os.sep)
+        if code or rel in watched:
+            what = "created" if rel not in before else "removed" if rel not in after else "changed"
+            problems.append(f"the tests' processes {what} {rel}")
     return problems

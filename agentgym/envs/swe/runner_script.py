@@ -13,10 +13,11 @@ Two processes:
   the repository's files, and forks
 - the test process, which zeroes its copy of the nonce, sends a random token of its own to the
   supervisor before any code of the repository runs, puts the repository first on ``sys.path``
-  and runs pytest on the requested files (the canary last) with ``Recorder``, which checks the
-  machinery (``runner_guard``) and the test function at each report, then sends the report's
-  record at once, as a ``<token> <json>`` line on a pipe of its own; problems found go the same
-  way, and ``<token> {"end": pytest's exit code}`` last, before it leaves with ``os._exit``.
+  and runs pytest on the requested files (the canary last) with ``Recorder``, which checks
+  each report and its test function (and, at a call report, the reporting hooks and machinery:
+  ``runner_guard``), then sends the report's record at once, as a ``<token> <json>`` line on a
+  pipe of its own; problems found go the same way, and ``<token> {"end": pytest's exit code}``
+  last, before it leaves with ``os._exit``.
   Its stdout and stderr go to the supervisor, who keeps their start and end.
 
 The supervisor waits for the test process (or the deadline), kills its process group, reads its
@@ -56,7 +57,6 @@ _exit, _write, _read = os._exit, os.write, os.read
 NONCE_LEN = 32
 OUTPUT_HEAD, OUTPUT_TAIL = 4096, 16384
 MAX_PROBLEMS = 50
-_CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pth", ".so", ".ini", ".cfg", ".toml")
 
 
 # -- reading the request ------------------------------------------------------------------
@@ -89,10 +89,10 @@ def read_all(fd: int) -> bytes:
 
 
 class Recorder:
-    """The pytest plugin of the test process: checks each test report, its test function, the
-    reporting hooks and (at a test's call report) the reporting path's machinery with
-    ``runner_guard``, then sends the report's record, and any problem found, to the supervisor
-    at once (nothing piles up in memory where later code could rewrite it)."""
+    """The pytest plugin of the test process: checks each test report and its test function,
+    and at a test's call report the reporting hooks and the reporting path's machinery
+    (``runner_guard``), then sends the report's record, and any problem found, to the
+    supervisor at once (nothing piles up in memory where later code could rewrite it)."""
 
     def __init__(self, send: Callable[[object], None], guard: checks.Guard,
                  origins: checks.Origins, report_class: type) -> None:  # fmt: skip
@@ -121,10 +121,9 @@ class Recorder:
     def pytest_runtest_logreport(self, report: object) -> None:
         found = checks.report_problems(report, self.report_class)
         found += self.test_problems(getattr(report, "nodeid", None))
-        if self.hooks is not None:
-            found += self.hooks.problems()
         if getattr(report, "when", None) == "call":
             found += self.guard.check(self.origins, hot_only=True)
+            found += self.hooks.problems() if self.hooks is not None else []
         self.problems(found)
         rep: Any = report
         self.send([str(rep.nodeid), str(rep.when), str(rep.outcome), hasattr(rep, "wasxfail")])
@@ -218,38 +217,6 @@ def _set_dumpable(on: bool) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, int(on), 0, 0, 0)  # PR_SET_DUMPABLE
     except (ImportError, OSError, AttributeError):
         pass  # without ctypes: the sandbox's other defences only
-
-
-def file_states(root: str) -> dict[str, tuple[int, ...]]:
-    """Each file under ``root`` (not ``.git``): inode, size, mtime, ctime (which no process
-    of the sandbox's user can set back) and mode."""
-    states: dict[str, tuple[int, ...]] = {}
-    for folder, dirs, files in os.walk(root):
-        if folder == root:
-            dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files:
-            path = os.path.join(folder, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            rel = os.path.relpath(path, root)
-            states[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-    return states
-
-
-def file_problems(before: dict, after: dict, watched: set[str]) -> list[str]:  # type: ignore[type-arg]
-    """Code, configuration and test files the tests' processes created, changed or removed."""
-    problems = []
-    for rel in sorted(set(before) | set(after)):
-        if before.get(rel) == after.get(rel):
-            continue
-        name = os.path.basename(rel)
-        code = name.endswith(_CODE_SUFFIXES) or "__pycache__" in rel.split(os.sep)
-        if code or rel in watched:
-            what = "created" if rel not in before else "removed" if rel not in after else "changed"
-            problems.append(f"the tests' processes {what} {rel}")
-    return problems
 
 
 class Output:
@@ -437,7 +404,7 @@ def judge(nonce: bytearray, request: dict, root: str) -> dict:  # type: ignore[t
     if error is not None:
         return {"records": [], "problems": [], "exit_code": None, "timed_out": False,
                 "error": error}  # fmt: skip
-    before = file_states(root)
+    before = checks.file_states(root)
     here = os.path.dirname(os.path.realpath(__file__))
     own = [os.path.realpath(__file__), os.path.join(here, "runner_guard.py")]
     origins = checks.Origins(root, before, request["changed"], own)
@@ -457,7 +424,7 @@ def judge(nonce: bytearray, request: dict, root: str) -> dict:  # type: ignore[t
     message, code, output = supervise(pid, msg_r, out_r, deadline)
     records, problems, exit_code = read_message(message, code)
     watched = {*request["files"], request["canary"]["path"]}
-    problems += file_problems(before, file_states(root), watched)
+    problems += checks.file_problems(before, checks.file_states(root), watched)
     tests = frozenset(request["tests"])
     return {
         "records": [r for r in records if r[0] in tests],

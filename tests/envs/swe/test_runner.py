@@ -19,8 +19,14 @@ from agentgym.envs.swe.runner import (
     read_verdict,
     request,
 )
-from agentgym.envs.swe.runner_guard import Guard, Origins, report_problems
-from agentgym.envs.swe.runner_script import Output, file_problems, file_states, read_message
+from agentgym.envs.swe.runner_guard import (
+    Guard,
+    Origins,
+    file_problems,
+    file_states,
+    report_problems,
+)
+from agentgym.envs.swe.runner_script import Output, read_message
 
 TOKEN = "ab" * 16
 
