@@ -198,6 +198,7 @@ def test_a_hedged_answer_scores_zero_through_the_env() -> None:
         hedge = f"\\boxed{{{answer} \\lor {answer}1}}"
         _, reward, terminated, _, info = env.step(f"Either way: {hedge}")
         assert (reward, terminated, info["success"]) == (0.0, True, False)
+        assert "several values" in info["grade_detail"]
         env.reset(options={"task_id": 0})
         assert env.step(f"\\boxed{{{answer}}}")[1] == 1.0
     finally:

@@ -129,7 +129,8 @@ class MathEnv(AgentEnv):
         tool_parser: parser for tool calls written as text. render_mode: ``"ansi"``/``"human"``.
 
     Step info keys: ``task_id``, ``turn``, ``success``, ``answer``, ``reference``, ``reason``
-    (a ``Verdict`` reason, ``"tool_call"`` or ``"max_turns"``), ``infra_error``,
+    (a ``Verdict`` reason, ``"tool_call"`` or ``"max_turns"``), ``grade_detail`` (why a wrong
+    answer is wrong on a graded step, e.g. the values a hedging box states), ``infra_error``,
     ``reward_components``, and ``truncation_reason`` when truncated.
     Reset info keys: ``tools``, ``task_id``.
 
@@ -281,6 +282,7 @@ class MathEnv(AgentEnv):
             "answer": verdict.answer,
             "reference": episode.task.answer,
             "reason": verdict.reason,
+            "grade_detail": verdict.detail,
             "infra_error": episode.infra_error,
             "reward_components": {"correct": reward},
         }
