@@ -123,6 +123,18 @@ class Helper:
                     self.kill_all()
 
 
+def _not_dumpable():
+    """Keep the sandbox's own commands (same user) from ptrace-ing this process or reading its
+    memory through /proc; a command's exec makes it dumpable again, so only the helper is."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):  # not Linux: nothing to do
+        pass
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    _not_dumpable()
     Helper(socket.socket(fileno=int(sys.argv[1])), sys.argv[2]).serve()

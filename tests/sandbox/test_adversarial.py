@@ -13,7 +13,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -296,3 +296,31 @@ def test_docker_container_memory_limit_kills_and_reports(docker_pool: object) ->
         assert_still_works(sb)
     finally:
         arun(sb.close())
+
+
+def test_a_command_cannot_trace_or_read_the_local_helper(
+    open_sandbox: Callable[..., Sandbox],
+) -> None:
+    """The local helper starts every run of its sandbox: a command that could trace it could
+    tamper with the runs after its own. (Docker's parent of a command is that run's own
+    wrapper shell, which ends with the run.)"""
+    isolated = open_sandbox("local")
+    code = """
+import ctypes, os
+parent = os.getppid()
+libc = ctypes.CDLL(None, use_errno=True)
+print("attach", libc.ptrace(16, parent, 0, 0))  # PTRACE_ATTACH
+for what in ("mem", "environ"):
+    try:
+        with open(f"/proc/{parent}/{what}", "rb") as f:
+            f.read(1)
+        print(what, "read")
+    except OSError as e:
+        print(what, type(e).__name__)
+"""
+    r = run_py(isolated, code)
+    assert r.ok, r
+    lines = r.stdout.splitlines()
+    assert lines[0] == "attach -1"
+    assert all(not line.endswith(" read") for line in lines[1:]), lines
+    assert_still_works(isolated)
