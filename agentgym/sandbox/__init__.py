@@ -21,7 +21,7 @@ from typing import Any
 
 from agentgym.sandbox._session import cleanup_stale
 from agentgym.sandbox.base import Command, Limits, RunResult, Sandbox
-from agentgym.sandbox.images import DEFAULT_IMAGE
+from agentgym.sandbox.image_tag import DEFAULT_IMAGE
 from agentgym.sandbox.local import LocalSandbox, bwrap_usable
 from agentgym.sandbox.selection import SANDBOXES, SandboxChoice, check_sandbox, resolve_sandbox
 

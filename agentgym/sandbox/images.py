@@ -23,12 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxUnavailable
+from agentgym.sandbox.image_tag import DEFAULT_IMAGE, RECIPE, SUITE
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_PACKAGES", "build_image", "image_exists", "main"]
 
-SUITE = "bookworm"
-RECIPE = 1  # bump when the image's contents change
-DEFAULT_IMAGE = f"agentgym/python:3.11-{SUITE}-r{RECIPE}"
 DEFAULT_PACKAGES = ("python3", "python3-pytest", "git")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Cut from the rootfs: package caches and docs, nothing a program runs.

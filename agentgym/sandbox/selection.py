@@ -40,7 +40,7 @@ from urllib.parse import quote
 from agentgym.core.errors import ConfigError, SandboxIsolationWarning, SandboxUnavailable
 from agentgym.sandbox import _bwrap
 from agentgym.sandbox._dockerapi import socket_path
-from agentgym.sandbox.images import DEFAULT_IMAGE
+from agentgym.sandbox.image_tag import DEFAULT_IMAGE
 
 __all__ = [
     "DOCKER_PROBE_TIMEOUT",
