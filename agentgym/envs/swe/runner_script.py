@@ -155,9 +155,10 @@ def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[typ
     """In the test process: pytest on the requested files; its exit code."""
     import pytest
 
-    sys.path.insert(0, os.getcwd())
-    extra = os.environ.get("PYTHONPATH", "")
-    sys.path[1:1] = [p for p in extra.split(os.pathsep) if p]  # as a plain `python` would
+    # As `python -m pytest` would have it: the working directory, $PYTHONPATH, then the
+    # interpreter's own path (an editable install's folders of the repository included).
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [os.getcwd(), *extra, *request["sys_path"]]
     recorder = Recorder(send, guard, origins, pytest.TestReport)
     args = ["-p", "no:cacheprovider", "--rootdir", os.getcwd(), "-rfE", "--tb=short",
             "--maxfail=0", *request["files"], request["canary"]["path"]]  # fmt: skip
@@ -360,6 +361,7 @@ def main() -> None:
     root = os.getcwd()
     here = os.path.dirname(os.path.realpath(__file__))
     sys.dont_write_bytecode = True
+    request["sys_path"] = [p for p in sys.path if p and not _inside(p, (here,))]
     sys.path[:] = [p for p in sys.path if p and not _inside(p, (root, here))]
     _set_dumpable(False)
     verdict = judge(nonce, request, root)
