@@ -14,8 +14,9 @@ the scan looks for only in comments.
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,6 @@ def repo(calc_jsonl: Path, calc: SWEInstance, tmp_path_factory: pytest.TempPathF
 
 
 def _unavailable(reason: str) -> None:
-    import os
-
     if os.environ.get("AGENTGYM_REQUIRE_DOCKER") == "1":
         pytest.fail(f"{reason} (AGENTGYM_REQUIRE_DOCKER=1 requires it)")
     pytest.skip(reason)
@@ -233,13 +232,9 @@ def test_a_test_that_runs_past_the_deadline_is_killed_and_fails(
 ) -> None:
     hang = "import time\n\n\ndef add(a, b):\n    time.sleep(600)\n\n\nmean = add\n"
     diff = repo.diff({"calc/ops.py": hang})
-    started = __import__("time").monotonic()
+    started = time.monotonic()
     result = run_sync(grade(backend, calc, diff, test_timeout=5, max_bytes=1 << 20))
-    assert __import__("time").monotonic() - started < 60
+    assert time.monotonic() - started < 60
     assert result.reward == 0.0
     assert "ran past 5 s" in result.test_output
     assert result.infra_error is None
-
-
-def test_git_is_on_the_host(tmp_path: Path) -> None:
-    assert shutil.which("git"), "these tests build their diffs with the host's git"
