@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_CPU=${TORCH_CPU:-torch==2.13.0}
 JOBS=${JOBS:-3}
-EXTRAS=${EXTRAS:-"core lowest code math mcp docker models train deepspeed serve"}
+# Longest installs first (torch), so the short ones fill the other slots meanwhile.
+EXTRAS=${EXTRAS:-"train deepspeed models serve math mcp docker code core lowest"}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/agentgym-extras.XXXXXX")}
 KEEP=${KEEP:-0}
 TORCH_EXTRAS=" models train deepspeed serve bench "
