@@ -29,6 +29,7 @@ from typing import Any, TextIO
 import gymnasium as gym
 
 import agentgym
+from agentgym.core.info import TASK_ID, TOOLS
 from agentgym.error import ConfigError
 from agentgym.extras import install_hint, missing_requirements
 from agentgym.registry import EnvInfo, env_info, list_envs, plugins
@@ -158,7 +159,7 @@ def _run_play(args: argparse.Namespace) -> int:
         return _error("play", f"{e}.{install_hint(_env_extras(args.env_id))}")
     except (gym.error.Error, ValueError, TypeError) as e:
         return _error("play", e)
-    options = None if args.task_id is None else {"task_id": args.task_id}
+    options = None if args.task_id is None else {TASK_ID: args.task_id}
     try:
         return Player(env, stdin=sys.stdin, stdout=sys.stdout).run(seed=args.seed, options=options)
     except ConfigError as e:  # e.g. a --task-id the env rejects on reset
@@ -205,10 +206,10 @@ class Player:
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         observation, info = self.env.reset(seed=seed, options=options)
         self.episode_return = 0.0
-        task = "" if info.get("task_id") is None else f" (task {info['task_id']})"
+        task = "" if info.get(TASK_ID) is None else f" (task {info[TASK_ID]})"
         self.say(f"=== New episode{task}")
         self.show(observation)
-        tools = info.get("tools") or []
+        tools = info.get(TOOLS) or []
         if tools:
             self.say("Tools:")
             for schema in tools:
