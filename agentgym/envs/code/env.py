@@ -113,7 +113,10 @@ class CodeEnv(AgentEnv):
     ``max_attempts``.
 
     Version history:
-        v0: first version.
+        v0: first version. Before the first release, the grader was hardened against forged
+        results: return values reach the tests as plain data (a result of a class of the answer's
+        own, a subclass of a builtin, a ``Counter`` or a ``namedtuple`` now fails); rewards of
+        canonical HumanEval solutions are unchanged.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}

@@ -135,7 +135,8 @@ class MathEnv(AgentEnv):
     Reset info keys: ``tools``, ``task_id``.
 
     Version history:
-        v0: first version.
+        v0: first version. Before the first release, a box that hedges between values (by any
+        notation) became wrong; equal forms of the reference still score 1.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
