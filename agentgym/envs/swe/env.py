@@ -139,7 +139,9 @@ class SWEEnv(AgentEnv):
     ``max_turns``, ``infra_error``.
 
     Version history:
-        v0: first version.
+        v0: first version. Before the first release, a graded diff that tampers with the
+        interpreter or the test runner became a 0 (``info["tampering"]``); gold patches of the
+        shipped tasks still score 1.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
