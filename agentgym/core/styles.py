@@ -48,7 +48,8 @@ PAIRS: tuple[tuple[str, str], ...] = (("reset", "areset"), ("step", "astep"), ("
 
 _ADAPTER = "__agentgym_adapter__"
 _WRAPPED = "__agentgym_wrapped__"
-# Ids of the envs whose own async reset is running in this context (see _guard_reset).
+# Ids of the envs whose own async reset runs in this context (set by _wrap, read by
+# _sync_adapter).
 _IN_ARESET: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
     "agentgym_in_areset", default=frozenset()
 )
