@@ -290,25 +290,25 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    from agentgym.trainers.cli import add_train_arguments
+    from agentgym.recipes.cli import add_train_arguments
 
     add_train_arguments(parser)
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from agentgym.trainers.cli import run_train
+    from agentgym.recipes.cli import run_train
 
     return run_train(args)
 
 
 def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    from agentgym.trainers.cli import add_eval_arguments
+    from agentgym.recipes.cli import add_eval_arguments
 
     add_eval_arguments(parser)
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from agentgym.trainers.cli import run_eval
+    from agentgym.recipes.cli import run_eval
 
     return run_eval(args)
 
@@ -416,6 +416,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command.run(args)
     except ImportError as e:  # e.g. the env asked for needs an extra that is not installed
         extras = _env_extras(getattr(args, "env", None) or getattr(args, "env_id", None))
-        if not extras and command.extra and missing_requirements(command.extra):
+        if not extras and command.extra:
             extras = [command.extra]
         return _error(args.command, f"{e}.{install_hint(extras)}")

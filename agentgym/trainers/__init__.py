@@ -18,7 +18,8 @@ from agentgym.trainers.config import (
     make_config,
     register_algorithm,
 )
-from agentgym.trainers.fit import EpisodeSource, fit
+from agentgym.trainers.fit import fit
+from agentgym.trainers.source import EpisodeSource
 from agentgym.trainers.trainer import Trainer, TrainOptions, make
 
 __all__ = [

@@ -19,34 +19,16 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import ConfigError
-from agentgym.core.types import Episode
 from agentgym.trainers.checkpoint import MANIFEST, find_latest
+from agentgym.trainers.source import EpisodeSource
 
 if TYPE_CHECKING:
     from agentgym.trainers.trainer import Trainer
 
-__all__ = ["EpisodeSource", "MetricsLog", "fit"]
-
-
-@runtime_checkable
-class EpisodeSource(Protocol):
-    """Where ``fit`` gets episodes: the rollout collector, or any stand-in."""
-
-    def collect(self, num_groups: int) -> list[Episode]:
-        """``num_groups`` groups of ``config.group_size`` episodes (each group's episodes share
-        a task and lie next to each other), sampled with the current policy."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """The source's position (task order, seeds): saved in every checkpoint."""
-        ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from a position ``state_dict`` returned."""
-        ...
+__all__ = ["MetricsLog", "fit"]
 
 
 class MetricsLog:
@@ -88,7 +70,7 @@ def _source_for(trainer: Trainer, target: Any) -> EpisodeSource:
             "pass e.g. 'agentgym/FrozenLake-v0'",
         )
     from agentgym.inference import HFEngine
-    from agentgym.trainers.source import CollectorSource
+    from agentgym.trainers.collector import CollectorSource
 
     config = trainer.config
     engine = trainer.engine

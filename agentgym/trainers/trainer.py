@@ -42,7 +42,6 @@ from agentgym.trainers.update import episode_metrics, run_update
 
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
-    from agentgym.trainers.fit import EpisodeSource
 
 __all__ = ["TrainOptions", "Trainer", "make"]
 
@@ -270,12 +269,6 @@ class Trainer:
             step_s=time.perf_counter() - start,
         )
         return metrics
-
-    def fit(self, source: EpisodeSource | str | Any, **kwargs: Any) -> list[dict[str, float]]:
-        """Collect and train until ``steps`` updates; see ``agentgym.trainers.fit.fit``."""
-        from agentgym.trainers.fit import fit
-
-        return fit(self, source, **kwargs)
 
     # -- weights ----------------------------------------------------------------------------
 

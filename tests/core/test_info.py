@@ -12,8 +12,8 @@ import agentgym
 from agentgym.core import AgentEnv, Episode, Observation, StepResult, Turn, assistant, user
 from agentgym.core import info as keys
 from agentgym.error import EnvCheckError
+from agentgym.recipes.report import EvalResult
 from agentgym.registry import _ENVS
-from agentgym.trainers.report import EvalResult
 
 
 @pytest.mark.parametrize(

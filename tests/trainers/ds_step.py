@@ -142,7 +142,7 @@ def fit_worker(out: Path, steps: int, kill_in_save: int | None) -> None:
     import signal
 
     from agentgym import models
-    from agentgym.trainers import checkpoint, make
+    from agentgym.trainers import checkpoint, fit, make
 
     if kill_in_save is not None:
         publish = checkpoint._publish
@@ -154,7 +154,9 @@ def fit_worker(out: Path, steps: int, kill_in_save: int | None) -> None:
 
         checkpoint._publish = killing_publish  # type: ignore[assignment]
     trainer = make("grpo", "torch", policy=models.load(seed=0), config=FIT_CONFIG)
-    trainer.fit(SyntheticSource(FIT_CONFIG["group_size"]), steps=steps, out=out, checkpoint_every=1)
+    fit(
+        trainer, SyntheticSource(FIT_CONFIG["group_size"]), steps=steps, out=out, checkpoint_every=1
+    )
     torch.save(trainer.policy_state_dict(), out / "final.pt")
 
 

@@ -13,7 +13,7 @@ from agentgym import models
 from agentgym.core.types import Episode
 from agentgym.error import ConfigError, DynamicSamplingExhausted
 from agentgym.inference.hf import HFEngine
-from agentgym.trainers import GRPOConfig, TrainOptions, make, make_config, update
+from agentgym.trainers import GRPOConfig, TrainOptions, fit, make, make_config, update
 from agentgym.trainers.batch import Sample, TrainBatch, shape_rewards
 from agentgym.trainers.losses import compute_advantages
 
@@ -363,7 +363,8 @@ def test_weights_reach_the_inference_engine_after_each_update(tiny):
 def test_fit_trains_logs_and_keeps_the_newest_checkpoints(tiny, tmp_path):
     trainer = make("grpo", policy=fresh(tiny), config=CONFIGS["grpo"])
     seen = []
-    history = trainer.fit(
+    history = fit(
+        trainer,
         SyntheticSource(4),
         steps=3,
         out=tmp_path,
@@ -380,4 +381,4 @@ def test_fit_trains_logs_and_keeps_the_newest_checkpoints(tiny, tmp_path):
         "step-00000003",
     ]
     with pytest.raises(ConfigError, match="not an env id, an AgentVectorEnv or an EpisodeSource"):
-        trainer.fit(42, steps=4)
+        fit(trainer, 42, steps=4)

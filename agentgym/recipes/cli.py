@@ -132,7 +132,7 @@ def _read_file(path: Path | None) -> dict[str, Any]:
 
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The ``RunSpec`` of ``args``: the config file's values under the flags given."""
-    from agentgym.trainers.run import RunSpec
+    from agentgym.recipes.run import RunSpec
 
     merged = _read_file(args.config)
     flags = {k: v for k, v in vars(args).items() if v is not None and k not in ("config",)}
@@ -154,7 +154,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agentgym.trainers.run import train_run
+    from agentgym.recipes.run import train_run
 
     try:
         spec = spec_from_args(args)
@@ -236,12 +236,12 @@ def run_eval(args: argparse.Namespace) -> int:
     from agentgym import models
     from agentgym.core.aio import run_sync
     from agentgym.inference import HFEngine
-    from agentgym.trainers.report import evaluate
+    from agentgym.recipes.report import evaluate
 
     try:
         if args.episodes < 1:
             raise ConfigError("--episodes", args.episodes, "must be >= 1", "use e.g. 128")
-        from agentgym.trainers.run import history_window
+        from agentgym.recipes.run import history_window
 
         trained = _trained_run(args.model)
         if args.history_turns is None:

@@ -9,8 +9,8 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.error import ConfigError
+from agentgym.recipes.report import EvalResult, wilson_interval
 from agentgym.trainers.checkpoint import read_manifest
-from agentgym.trainers.report import EvalResult, wilson_interval
 
 SMALL = [
     "--set",
@@ -48,7 +48,7 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2
     assert summary["start"]["episodes"] == summary["end"]["episodes"] == 4
-    assert set(summary["end_unseen_maps"]) >= {"success_rate", "ci95"}
+    assert set(summary["end_unseen_tasks"]) >= {"success_rate", "ci95"}
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["group_size"] == 4
     assert run["config"]["algo"] == "grpo"
@@ -101,7 +101,7 @@ def test_eval_of_a_run_uses_the_window_and_env_arguments_it_was_trained_with(tmp
 
 
 def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypatch):
-    from agentgym.trainers import run as run_module
+    from agentgym.recipes import run as run_module
 
     seen: dict[str, list] = {"train": [], "eval": []}
     real_source, real_evaluate = run_module.CollectorSource, run_module.evaluate
@@ -135,8 +135,8 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
 
 def test_train_reads_a_config_file_and_flags_win(tmp_path):
     from agentgym.cli import build_parser
-    from agentgym.trainers.cli import spec_from_args
-    from agentgym.trainers.run import RunSpec
+    from agentgym.recipes.cli import spec_from_args
+    from agentgym.recipes.run import RunSpec
 
     path = tmp_path / "run.toml"
     path.write_text(
@@ -219,8 +219,8 @@ def test_eval_command_reports_success_with_a_confidence_interval(capsys):
 
 def test_frozenlake_trains_a_random_init_policy_among_the_offered_moves(tmp_path, capsys):
     from agentgym.cli import build_parser
-    from agentgym.trainers.cli import spec_from_args
-    from agentgym.trainers.run import RunSpec
+    from agentgym.recipes.cli import spec_from_args
+    from agentgym.recipes.run import RunSpec
 
     run = RunSpec().resolved()[1]
     assert (run["init"], run["action_choices"]) == ("random", True)

@@ -4,7 +4,7 @@
 
     result = evaluate(engine, "agentgym/FrozenLake-v0", 256, seed=10**9, temperature=1.0)
     print(result.describe())           # success 0.914 [0.873, 0.943] (234/256), return 0.89
-    unseen = result.only(lambda key: key not in seen_maps)
+    unseen = result.only(lambda key: key not in seen_tasks)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
-from agentgym.trainers.source import episode_map
+from agentgym.trainers.collector import episode_task
 
 __all__ = ["EvalResult", "evaluate", "plot_curves", "succeeded", "wilson_interval"]
 
@@ -72,7 +72,7 @@ class EvalResult:
         return wilson_interval(self.successes, self.judged)
 
     def only(self, keep: Callable[[str | None], bool]) -> EvalResult:
-        """The episodes whose map key ``keep`` accepts (e.g. maps never seen in training)."""
+        """The episodes whose task key ``keep`` accepts (e.g. tasks never seen in training)."""
         return EvalResult([o for o in self.outcomes if keep(o[0])])
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def evaluate(
         history_turns=history_turns,
         action_choices=action_choices,
     )
-    return EvalResult([(episode_map(e), succeeded(e), e.total_reward) for e in played])
+    return EvalResult([(episode_task(e), succeeded(e), e.total_reward) for e in played])
 
 
 def _read_metrics(path: Path) -> list[dict[str, float]]:

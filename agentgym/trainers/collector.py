@@ -3,8 +3,8 @@
 Group ``j`` of the run (counted from the first collect call) plays the task of reset seed
 ``seed + j`` and samples with seeds derived from ``(seed, j)``, so the position is one integer:
 a checkpoint stores it and a resumed run collects exactly the episodes the killed one would
-have. The maps of the tasks played are remembered (``seen_maps``) so that an evaluation can
-hold out maps the policy never trained on.
+have. The tasks played are remembered (``seen_tasks``) so that an evaluation can hold out tasks
+the policy never trained on.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from agentgym.inference.base import InferenceEngine
 from agentgym.rollout import collect
 from agentgym.vector import AgentVectorEnv
 
-__all__ = ["CollectorSource", "episode_map"]
+__all__ = ["CollectorSource", "episode_task"]
 
 
-def episode_map(episode: Episode) -> str | None:
-    """The map (or task) an episode played, when its env reports one on reset."""
-    value = episode.reset_info.get("map", episode.reset_info.get(TASK_ID))
+def episode_task(episode: Episode) -> str | None:
+    """The task an episode played (``info["task_id"]`` on reset), when its env reports one."""
+    value = episode.reset_info.get(TASK_ID)
     return None if value is None else str(value)
 
 
@@ -64,7 +64,7 @@ class CollectorSource:
         self.sampling = sampling
         self.position = 0
         """Groups collected so far: the next group plays reset seed ``seed + position``."""
-        self.seen_maps: set[str] = set()
+        self.seen_tasks: set[str] = set()
 
     def collect(self, num_groups: int) -> list[Episode]:
         is_id = isinstance(self.env, str)
@@ -83,12 +83,12 @@ class CollectorSource:
             **self.sampling,
         )
         self.position += num_groups
-        self.seen_maps.update(m for m in map(episode_map, episodes) if m is not None)
+        self.seen_tasks.update(t for t in map(episode_task, episodes) if t is not None)
         return episodes
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "position": self.position, "seen_maps": sorted(self.seen_maps)}
+        return {"seed": self.seed, "position": self.position, "seen_tasks": sorted(self.seen_tasks)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.seed, self.position = int(state["seed"]), int(state["position"])
-        self.seen_maps = set(state.get("seen_maps", ()))
+        self.seen_tasks = set(state.get("seen_tasks", ()))

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentgym.trainers.report import plot_curves
+from agentgym.recipes.report import plot_curves
 
 __all__ = ["RunMonitor"]
 

@@ -6,7 +6,7 @@
 
 The run folder ``out`` holds ``run.json`` (the spec and the resolved config), ``metrics.jsonl``,
 ``tensorboard/``, ``curves.png``, ``checkpoints/`` and, at the end, ``summary.json``: success
-before training and after (Wilson 95% intervals), after also on maps the run never trained on.
+before training and after (Wilson 95% intervals), after also on tasks the run never trained on.
 Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues from it.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
-from agentgym.trainers.defaults import training_defaults
-from agentgym.trainers.report import EvalResult, evaluate
-from agentgym.trainers.source import CollectorSource
+from agentgym.recipes.defaults import training_defaults
+from agentgym.recipes.report import EvalResult, evaluate
+from agentgym.trainers.collector import CollectorSource
 
 __all__ = ["RunSpec", "history_window", "train_run"]
 
@@ -281,20 +281,20 @@ def _final_summary(spec: RunSpec, trainer: Any, source: CollectorSource, out: Pa
     if spec.eval_episodes > 0:
         started = time.perf_counter()
         result = _evaluate(spec, trainer)
-        unseen = result.only(lambda key: key is not None and key not in source.seen_maps)
+        unseen = result.only(lambda key: key is not None and key not in source.seen_tasks)
         summary["end"] = {**result.to_dict(), "eval_s": time.perf_counter() - started}
-        summary["end_unseen_maps"] = unseen.to_dict()
-        summary["maps_seen_in_training"] = len(source.seen_maps)
+        summary["end_unseen_tasks"] = unseen.to_dict()
+        summary["tasks_seen_in_training"] = len(source.seen_tasks)
         print(f"after training:  {result.describe()}")
-        print(f"  unseen maps:   {unseen.describe()}")
+        print(f"  unseen tasks:  {unseen.describe()}")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def train_run(spec: RunSpec) -> dict[str, Any]:
     """Train as ``spec`` says; returns (and writes) the run's summary."""
+    from agentgym.recipes.progress import RunMonitor
     from agentgym.trainers.fit import fit
-    from agentgym.trainers.progress import RunMonitor
 
     out = spec.out_dir()
     config, run = spec.resolved()  # a bad setting fails before the run folder is made
