@@ -92,7 +92,7 @@ class RunSpec:
             raise ConfigError(
                 "options", self.options, "is not a mapping", "pass e.g. {'warmup_steps': 10}"
             )
-        from agentgym.trainers.trainer import TrainOptions
+        from agentgym.trainers.config import TrainOptions
 
         options = {**defaults.options, **self.options}
         TrainOptions.from_dict(options)  # a bad option fails here, before any folder

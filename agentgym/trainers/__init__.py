@@ -12,6 +12,7 @@ from agentgym.trainers.config import (
     GRPOConfig,
     PPOConfig,
     TrainerConfig,
+    TrainOptions,
     algorithm_names,
     config_class,
     config_from_dict,
@@ -20,7 +21,7 @@ from agentgym.trainers.config import (
 )
 from agentgym.trainers.fit import fit
 from agentgym.trainers.source import EpisodeSource
-from agentgym.trainers.trainer import Trainer, TrainOptions, make
+from agentgym.trainers.trainer import Trainer, make
 
 __all__ = [
     "AlgorithmConfig",

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import UnionType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.algorithms.advantages import AdvantageEstimator
@@ -500,3 +500,71 @@ class DAPOConfig(AlgorithmConfig):
         if self.overlong_max_length is None:
             return self.max_new_tokens
         return self.overlong_max_length
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """How a trainer runs the algorithm, beside the algorithm's own config."""
+
+    old_logprobs: Literal["recompute", "engine"] = "recompute"
+    """π_old: recompute with the policy at the sampling temperature before the update (when the
+    batch takes one optimizer step, the live logprobs detached), or take the engine's sampling
+    logprobs (``Episode.logprobs``) as they are."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW β1, β2."""
+    adam_eps: float = 1e-8
+    """AdamW ε."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear learning-rate warm-up; constant after (unless decay_steps)."""
+    decay_steps: int = 0
+    """Optimizer steps, after the warm-up, over which the learning rate falls linearly to
+    ``min_lr_ratio`` times its peak, then stays there; 0: no decay."""
+    min_lr_ratio: float = 0.1
+    """Where ``decay_steps`` ends, as a fraction of the peak learning rate."""
+    critic_learning_rate: float | None = None
+    """Learning rate of the PPO value model; None: the policy's learning_rate."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainOptions:
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key, value in data.items():
+            if key not in names:
+                raise ConfigError(key, value, "is not a trainer option", f"options: {names}")
+        data = dict(data)
+        if isinstance(data.get("adam_betas"), list):  # JSON and TOML have no tuples
+            data["adam_betas"] = tuple(data["adam_betas"])
+        return cls(**data)
+
+    def __post_init__(self) -> None:
+        if self.old_logprobs not in ("recompute", "engine"):
+            raise ConfigError(
+                "old_logprobs", self.old_logprobs, "is not a source", "use recompute or engine"
+            )
+        for name in ("weight_decay", "adam_eps", "warmup_steps", "decay_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(name, value, "must be a number >= 0", f"pass e.g. {name}=0")
+        ratio = self.min_lr_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise ConfigError("min_lr_ratio", ratio, "must be in [0, 1]", "pass e.g. 0.1")
+        if not (
+            isinstance(self.adam_betas, tuple)
+            and len(self.adam_betas) == 2
+            and all(isinstance(b, int | float) and 0 <= b < 1 for b in self.adam_betas)
+        ):
+            raise ConfigError(
+                "adam_betas", self.adam_betas, "must be two values in [0, 1)", "use (0.9, 0.999)"
+            )
+        if self.critic_learning_rate is not None and (
+            isinstance(self.critic_learning_rate, bool)
+            or not isinstance(self.critic_learning_rate, int | float)
+            or self.critic_learning_rate <= 0
+        ):
+            raise ConfigError(
+                "critic_learning_rate",
+                self.critic_learning_rate,
+                "must be > 0",
+                "use e.g. 1e-5, or None",
+            )
