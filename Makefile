@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # an unpinned torch pulls several GB of CUDA packages.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup services train test test-fast lint check-extras bench clean
+.PHONY: setup services clean-services train test test-fast lint check-extras bench clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,27 @@ services: setup
 	else \
 		echo "not root on Debian: sandbox tests that need docker or bubblewrap will skip"; \
 	fi
+
+# Undoes what `services` left behind: containers and images named agentgym/* (the sandbox image
+# and the SWE tasks' images), then the dockerd that scripts/docker_setup.sh started, found by the
+# exact command line the script gives it (a daemon started any other way is left alone).
+clean-services:
+	@if command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; then \
+		for label in agentgym.owner agentgym.swe; do \
+			ids=$$(docker ps -aq --filter label=$$label); \
+			[ -z "$$ids" ] || docker rm -f $$ids >/dev/null; \
+		done; \
+		images=$$(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^agentgym/' || true); \
+		[ -z "$$images" ] || docker rmi -f $$images >/dev/null; \
+		echo "removed $$(echo $$images | wc -w) agentgym/* images"; \
+	fi
+	@pid=$$(pgrep -x -f 'dockerd --iptables=false --bridge=none' || true); \
+	if [ -n "$$pid" ]; then \
+		kill $$pid; \
+		for _ in $$(seq 60); do kill -0 $$pid 2>/dev/null || break; sleep 0.5; done; \
+		echo "stopped dockerd (pid $$pid)"; \
+	fi
+	rm -f $(VENV)/.services
 
 lint: setup
 	$(BIN)/ruff check agentgym tests benchmarks scripts
