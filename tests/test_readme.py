@@ -30,8 +30,9 @@ def blocks(language: str) -> list[str]:
 
 def shell_commands() -> list[str]:
     """Each command line of the README's bash blocks, without its comment."""
-    lines = (line.split("  #")[0].strip() for block in blocks("bash") for line in block.splitlines())
-    return [line for line in lines if line]
+    lines = [line for block in blocks("bash") for line in block.splitlines()]
+    commands = (line.split("  #")[0].strip() for line in lines)
+    return [command for command in commands if command]
 
 
 def run(args: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -95,7 +96,8 @@ def test_env_table_matches_agentgym_list(tmp_path: Path) -> None:
         for row in json.loads(done.stdout)
         if row["id"].startswith("agentgym/")
     }
-    rows = re.findall(r"^\| `(agentgym/[^`]+)` \| (\w+) \| ([\w,-]+) \| \[([^\]]+)\] \|", README, re.M)
+    row = r"^\| `(agentgym/[^`]+)` \| (\w+) \| ([\w,-]+) \| \[([^\]]+)\] \|"
+    rows = re.findall(row, README, flags=re.MULTILINE)
     table = {
         env_id: (family, extras, [float(x) for x in reward.split(",")])
         for env_id, family, extras, reward in rows
