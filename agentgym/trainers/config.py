@@ -19,19 +19,11 @@ A user's own algorithm is a subclass registered under a new name::
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import difflib
-import inspect
-import itertools
-import textwrap
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
-from types import UnionType
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
+from agentgym.core.config import Config, did_you_mean, require
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.algorithms.advantages import AdvantageEstimator
 from agentgym.trainers.algorithms.aggregation import Aggregation
@@ -51,93 +43,14 @@ __all__ = [
 ]
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    choices = list(choices)
-    close = difflib.get_close_matches(word, choices, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"{hint}Choices: {', '.join(choices)}"
-
-
-def _require(ok: bool, config: object, name: str, rule: str, fix: str) -> None:
-    if not ok:
-        value = getattr(config, name)
-        raise ConfigError(name, value.value if isinstance(value, StrEnum) else value, rule, fix)
-
-
-_BOUNDS: dict[str, Callable[[Any], bool]] = {
-    "> 0": lambda v: v > 0,
-    ">= 0": lambda v: v >= 0,
-    ">= 1": lambda v: v >= 1,
-    "> 1": lambda v: v > 1,
-    "in [0, 1]": lambda v: 0 <= v <= 1,
-    "in (0, 1)": lambda v: 0 < v < 1,
-}
-
-
-def _check_bounds(config: TrainerConfig) -> None:
-    """Every class's ``_bounds``: ``{field: bound}``; None (off) always passes."""
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    for klass in type(config).__mro__:
-        for name, bound in vars(klass).get("_bounds", {}).items():
-            value, default = getattr(config, name), defaults[name]
-            example = "None to turn it off" if default is None else f"e.g. {default!r}"
-            fix = f"use a value {bound}, or {example}"
-            _require(value is None or _BOUNDS[bound](value), config, name, f"must be {bound}", fix)
-
-
-_SCALARS: dict[type, Callable[[object], bool]] = {  # bool is an int to Python, not here
-    bool: lambda v: isinstance(v, bool),
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    str: lambda v: isinstance(v, str),
-}
-
-
-def _coerce(name: str, value: object, hint: Any) -> object:
-    """``value`` checked against the field type ``hint`` (int → float, str → enum member)."""
-    args = typing.get_args(hint)
-    optional = isinstance(hint, UnionType) and type(None) in args
-    if optional:
-        if value is None:
-            return None
-        (hint,) = [a for a in args if a is not type(None)]
-    if isinstance(hint, type) and issubclass(hint, StrEnum):
-        if isinstance(value, str) and value in hint._value2member_map_:
-            return hint(value)
-        choices = [m.value for m in hint]
-        raise ConfigError(name, value, "is not a valid choice", _did_you_mean(str(value), choices))
-    check = _SCALARS.get(hint)
-    if check is None:  # a type the configs here do not use: left to the subclass
-        return value
-    if not check(value):
-        kind = hint.__name__
-        fix = f"pass a {kind} value" + (" or None (null in JSON and --set)" if optional else "")
-        raise ConfigError(name, value, f"must be of type {kind}", fix)
-    return float(value) if hint is float else value  # type: ignore[arg-type]
-
-
-def _docstrings(cls: type) -> dict[str, str]:
-    """Attribute docstrings (a string right after ``name: type = default``) of ``cls`` itself."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError):  # defined where no source is kept, e.g. a REPL
-        return {}
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for node, following in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
+# The checking machinery is the core's (shared with the run description of ``agentgym train``);
+# the short names are the ones this module's configs use.
+_did_you_mean = did_you_mean
+_require = require
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainerConfig:
+class TrainerConfig(Config):
     """What every trainer needs, whatever the algorithm."""
 
     algo: ClassVar[str | None] = None
@@ -173,10 +86,7 @@ class TrainerConfig:
     }
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
-        _check_bounds(self)
+        super().__post_init__()  # types and _bounds
         _require(
             self.batch_size >= 1 and self.batch_size % self.group_size == 0,
             self,
@@ -197,21 +107,9 @@ class TrainerConfig:
     def groups_per_batch(self) -> int:
         return self.batch_size // self.group_size
 
-    @classmethod
-    def field_help(cls) -> dict[str, str]:
-        """Each field's ``--help`` text: its docstring here or in the nearest base class."""
-        docs: dict[str, str] = {}
-        for klass in reversed(cls.__mro__):
-            if dataclasses.is_dataclass(klass):
-                docs.update(_docstrings(klass))
-        return {f.name: docs.get(f.name, "") for f in dataclasses.fields(cls)}
-
     def to_dict(self) -> dict[str, Any]:
         """Plain values (enums as strings) with ``algo`` first; ``from_dict`` reads it back."""
-        values = {
-            f.name: str(v) if isinstance(v := getattr(self, f.name), StrEnum) else v
-            for f in dataclasses.fields(self)
-        }
+        values = super().to_dict()
         return values if self.algo is None else {"algo": self.algo, **values}
 
     @classmethod
@@ -226,13 +124,7 @@ class TrainerConfig:
                 f"{cls.__name__} is the config of algo={cls.algo!r}",
                 "use config_from_dict() to pick the class from 'algo', or drop the key",
             )
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key, value in data.items():
-            if key not in names:
-                raise ConfigError(
-                    key, value, f"is not a field of {cls.__name__}", _did_you_mean(key, names)
-                )
-        return cls(**data)
+        return super().from_dict(data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -503,8 +395,9 @@ class DAPOConfig(AlgorithmConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainOptions:
-    """How a trainer runs the algorithm, beside the algorithm's own config."""
+class TrainOptions(Config):
+    """How a trainer runs the algorithm, beside the algorithm's own config (the ``[options]``
+    table of a run file, ``--option name=value``)."""
 
     old_logprobs: Literal["recompute", "engine"] = "recompute"
     """π_old: recompute with the policy at the sampling temperature before the update (when the
@@ -526,45 +419,16 @@ class TrainOptions:
     critic_learning_rate: float | None = None
     """Learning rate of the PPO value model; None: the policy's learning_rate."""
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainOptions:
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key, value in data.items():
-            if key not in names:
-                raise ConfigError(key, value, "is not a trainer option", f"options: {names}")
-        data = dict(data)
-        if isinstance(data.get("adam_betas"), list):  # JSON and TOML have no tuples
-            data["adam_betas"] = tuple(data["adam_betas"])
-        return cls(**data)
+    _bounds: ClassVar[dict[str, str]] = {
+        "weight_decay": ">= 0",
+        "adam_betas": "in [0, 1)",
+        "adam_eps": ">= 0",
+        "warmup_steps": ">= 0",
+        "decay_steps": ">= 0",
+        "min_lr_ratio": "in [0, 1]",
+        "critic_learning_rate": "> 0",
+    }
 
-    def __post_init__(self) -> None:
-        if self.old_logprobs not in ("recompute", "engine"):
-            raise ConfigError(
-                "old_logprobs", self.old_logprobs, "is not a source", "use recompute or engine"
-            )
-        for name in ("weight_decay", "adam_eps", "warmup_steps", "decay_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(name, value, "must be a number >= 0", f"pass e.g. {name}=0")
-        ratio = self.min_lr_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
-            raise ConfigError("min_lr_ratio", ratio, "must be in [0, 1]", "pass e.g. 0.1")
-        if not (
-            isinstance(self.adam_betas, tuple)
-            and len(self.adam_betas) == 2
-            and all(isinstance(b, int | float) and 0 <= b < 1 for b in self.adam_betas)
-        ):
-            raise ConfigError(
-                "adam_betas", self.adam_betas, "must be two values in [0, 1)", "use (0.9, 0.999)"
-            )
-        if self.critic_learning_rate is not None and (
-            isinstance(self.critic_learning_rate, bool)
-            or not isinstance(self.critic_learning_rate, int | float)
-            or self.critic_learning_rate <= 0
-        ):
-            raise ConfigError(
-                "critic_learning_rate",
-                self.critic_learning_rate,
-                "must be > 0",
-                "use e.g. 1e-5, or None",
-            )
+    @classmethod
+    def _unknown_key_rule(cls) -> str:
+        return "is not a trainer option"
