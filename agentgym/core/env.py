@@ -114,7 +114,7 @@ class AgentEnv(gym.Env[Observation, Action]):
         install_adapters(cls)
 
     def _check_style(self) -> None:
-        if style_of(type(self))["step"] is None:
+        if style_of(type(self), AgentEnv)["step"] is None:
             raise EnvDefinitionError(
                 f"{type(self).__name__} implements neither step style. Fix: define the async pair "
                 "`async def areset(self, *, seed=None, options=None)` and `async def astep(self, "

@@ -31,15 +31,12 @@ import functools
 import queue
 import threading
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import EnvStateError
 
-if TYPE_CHECKING:
-    from agentgym.core.env import AgentEnv
-
-__all__ = ["PAIRS", "SyncWorker", "install_adapters", "style_of"]
+__all__ = ["PAIRS", "StyledEnv", "SyncWorker", "install_adapters", "style_of"]
 
 T = TypeVar("T")
 
@@ -104,16 +101,27 @@ class SyncWorker:
         return self._thread.is_alive()
 
 
-def style_of(cls: type) -> dict[str, str | None]:
-    """For each pair's sync name, which side the class implements: ``"sync"``, ``"async"`` (the
-    most derived definition wins) or ``None`` (only the base's)."""
-    from agentgym.core.env import AgentEnv
+class StyledEnv(Protocol):
+    """What the adapters use of an env; ``AgentEnv`` has it (this module sits below it)."""
 
+    _last_observation: Any
+
+    @property
+    def closed(self) -> bool: ...
+
+    def _sync_worker(self) -> SyncWorker: ...
+
+    def _mark_closed(self) -> None: ...
+
+
+def style_of(cls: type, base: type) -> dict[str, str | None]:
+    """For each pair's sync name, which side ``cls`` implements: ``"sync"``, ``"async"`` (the
+    most derived definition wins) or ``None`` (only ``base``'s, ``AgentEnv``'s defaults)."""
     styles: dict[str, str | None] = {}
     for sync_name, async_name in PAIRS:
         styles[sync_name] = None
         for klass in cls.__mro__:
-            if klass is AgentEnv or not issubclass(klass, AgentEnv):
+            if klass is base or not issubclass(klass, base):
                 break
             own = {n for n in (sync_name, async_name) if _defines(klass, n)}
             if own:
@@ -128,7 +136,7 @@ def _defines(klass: type, name: str) -> bool:
     return value is not None and not getattr(value, _ADAPTER, False)
 
 
-def install_adapters(cls: type[AgentEnv]) -> None:
+def install_adapters(cls: type) -> None:
     """Give ``cls`` the missing side of each pair it implements one side of."""
     for sync_name, async_name in PAIRS:
         has_sync, has_async = _defines(cls, sync_name), _defines(cls, async_name)
@@ -154,7 +162,7 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     if name == "areset":
 
         @functools.wraps(fn)
-        async def areset(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+        async def areset(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
             token = _IN_ARESET.set(_IN_ARESET.get() | {id(self)})
             try:
                 return _record(self, await fn(self, *args, **kwargs))
@@ -165,14 +173,14 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     elif name == "astep":
 
         @functools.wraps(fn)
-        async def astep(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+        async def astep(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
             return _record(self, await fn(self, *args, **kwargs))
 
         wrapped = astep
     else:
 
         @functools.wraps(fn)
-        def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+        def method(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
             return _record(self, fn(self, *args, **kwargs))
 
         wrapped = method
@@ -180,14 +188,14 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return wrapped
 
 
-def _record(env: AgentEnv, result: Any) -> Any:
+def _record(env: StyledEnv, result: Any) -> Any:
     if isinstance(result, tuple) and result:
         env._last_observation = result[0]
     return result
 
 
-def _sync_adapter(cls: type[AgentEnv], sync_name: str, async_name: str) -> Callable[..., Any]:
-    def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+def _sync_adapter(cls: type, sync_name: str, async_name: str) -> Callable[..., Any]:
+    def method(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
         if sync_name == "close" and self.closed:
             return None
         if sync_name == "reset" and id(self) in _IN_ARESET.get():
@@ -208,8 +216,8 @@ def _sync_adapter(cls: type[AgentEnv], sync_name: str, async_name: str) -> Calla
     return _mark(method)
 
 
-def _async_adapter(cls: type[AgentEnv], sync_name: str, async_name: str) -> Callable[..., Any]:
-    async def method(self: AgentEnv, *args: Any, **kwargs: Any) -> Any:
+def _async_adapter(cls: type, sync_name: str, async_name: str) -> Callable[..., Any]:
+    async def method(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
         if sync_name == "close" and self.closed:
             return None
         fn = getattr(cls, sync_name)
