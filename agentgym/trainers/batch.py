@@ -1,5 +1,5 @@
-"""Episodes in, token tensors out: admission, reward shaping, and how rows are dealt to ranks and
-micro-batches.
+"""Episodes to token tensors in the model's rows (``TrainBatch``), and how those rows are dealt to
+minibatches, ranks and micro-batches.
 
 Every rank receives the same global batch and computes the same plan, so ranks agree on the
 number of forward and backward passes (ZeRO-2/3 communicate in each) without talking.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,112 +19,16 @@ from torch import Tensor
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
 from agentgym.inference.sampling import choice_next_tokens
-from agentgym.trainers.algorithms import collate_episodes, overlong_penalty
+from agentgym.trainers.algorithms import collate_episodes
+from agentgym.trainers.rows import RowLayout
 
-__all__ = [
-    "Admitted",
-    "Sample",
-    "TrainBatch",
-    "admit",
-    "allowed_tokens",
-    "plan_micro_batches",
-    "shape_rewards",
-    "split_minibatches",
-]
-
-
-@dataclass(frozen=True)
-class Sample:
-    """An episode and its per-turn rewards after shaping (what advantages are computed from)."""
-
-    episode: Episode
-    turn_rewards: tuple[float, ...]
-
-    @property
-    def reward(self) -> float:
-        return float(sum(self.turn_rewards))
-
-
-class Admitted(NamedTuple):
-    groups: list[list[Episode]]  # complete groups of trainable episodes
-    dropped_episodes: int  # infra errors and untrainable episodes
-    dropped_groups: int  # groups left out because one of their episodes was dropped
-
-
-def _check_episode(i: int, episode: Episode) -> None:
-    if episode.loss_mask[:1] == [1]:
-        raise ConfigError(
-            f"episodes[{i}].loss_mask[0]",
-            1,
-            "the first token cannot be sampled (nothing precedes it)",
-            "start each episode with its prompt tokens (loss_mask 0)",
-        )
-
-
-def admit(episodes: Sequence[Episode], group_size: int) -> Admitted:
-    """Split ``episodes`` (groups contiguous) into groups and drop every group holding an
-    episode with ``infra_error`` or ``trainable=False``: a group's baseline needs all of it."""
-    if len(episodes) % group_size:
-        raise ConfigError(
-            "len(episodes)",
-            len(episodes),
-            f"must be a multiple of group_size={group_size}",
-            "pass whole groups, each group's episodes next to each other",
-        )
-    kept, dropped_episodes, dropped_groups = [], 0, 0
-    for start in range(0, len(episodes), group_size):
-        group = list(episodes[start : start + group_size])
-        bad = sum(1 for e in group if e.infra_error or not e.trainable)
-        if bad:
-            dropped_episodes += bad
-            dropped_groups += 1
-            continue
-        for offset, episode in enumerate(group):
-            _check_episode(start + offset, episode)
-        kept.append(group)
-    return Admitted(kept, dropped_episodes, dropped_groups)
-
-
-def _turn_lengths(episode: Episode) -> list[int]:
-    """Sampled tokens per turn (``turn_spans``), or one length for a span-less episode."""
-    if len(episode.turn_spans) == len(episode.turns):
-        return [sum(episode.loss_mask[s:e]) for s, e in episode.turn_spans]
-    if len(episode.turns) == 1:
-        return [sum(episode.loss_mask)]
-    raise ConfigError(
-        "episode.turn_spans",
-        episode.turn_spans,
-        f"must hold one span per turn ({len(episode.turns)})",
-        "build episodes with the rollout collector, which records turn_spans",
-    )
-
-
-def shape_rewards(
-    episodes: Sequence[Episode], config: Any
-) -> tuple[list[Sample], Tensor | None]:  # samples, [B] summed penalty | None
-    """Per-turn rewards with DAPO's overlong punishment added to each turn, when the config
-    turns it on (``overlong_shaping``). The budget is per turn, like ``max_new_tokens``."""
-    if not getattr(config, "overlong_shaping", False):
-        return [Sample(e, tuple(e.rewards)) for e in episodes], None
-    samples, totals = [], []
-    for episode in episodes:
-        lengths = torch.tensor(_turn_lengths(episode), dtype=torch.float64)
-        penalty = overlong_penalty(
-            lengths,
-            max_length=config.overlong_length,
-            cache_length=config.overlong_cache_length,
-            factor=config.overlong_penalty_factor,
-        ).tolist()
-        samples.append(
-            Sample(episode, tuple(r + p for r, p in zip(episode.rewards, penalty, strict=True)))
-        )
-        totals.append(sum(penalty))
-    return samples, torch.tensor(totals, dtype=torch.float64)
+__all__ = ["TrainBatch", "allowed_tokens", "plan_micro_batches", "split_minibatches"]
 
 
 @dataclass(frozen=True)
 class TrainBatch:
-    """Token tensors ``[B, T]`` of the rows being trained, and what the trainer adds to them."""
+    """Token tensors ``[R, W]`` in the model's rows (``layout``), and what the update adds to
+    them: the no-gradient pass's logprobs and values, then advantages and returns."""
 
     token_ids: Tensor
     attention_mask: Tensor
@@ -136,19 +40,34 @@ class TrainBatch:
     ref_logprobs: Tensor | None = None
     old_values: Tensor | None = None
     allowed: Tensor | None = None
-    """``[B, T, K]``: the ids each constrained token was sampled among (-1 padded; a row of
+    """``[R, W, K]``: the ids each constrained token was sampled among (-1 padded; a row of
     -1 is unconstrained); None when no episode was constrained (``Episode.turn_choices``)."""
+    layout: RowLayout | None = field(default=None, compare=False)
+    """Which episode slice each row holds; None for a micro-batch (``select``)."""
 
     @classmethod
     def collate(cls, episodes: Sequence[Episode], pad_token_id: int) -> TrainBatch:
+        """``episodes`` in the model's rows: a row per episode, or per context with a history
+        window (``RowLayout``), right-padded."""
+        layout = RowLayout.of(episodes)
         tokens = collate_episodes(episodes, pad_token_id=pad_token_id)
+        allowed = allowed_tokens(episodes, tokens.token_ids.shape[1])
         return cls(
-            tokens.token_ids,
-            tokens.attention_mask,
-            tokens.loss_mask,
-            tokens.logprobs,
-            allowed=allowed_tokens(episodes, tokens.token_ids.shape[1]),
+            layout.to_rows(tokens.token_ids, fill=pad_token_id),
+            layout.attention_mask(),
+            layout.to_rows(tokens.loss_mask),
+            layout.to_rows(tokens.logprobs),
+            allowed=None if allowed is None else layout.to_rows(allowed, fill=-1),
+            layout=layout,
         )
+
+    @property
+    def rows(self) -> RowLayout:
+        if self.layout is None:
+            raise ConfigError(
+                "batch.layout", None, "is needed here", "use a batch from TrainBatch.collate"
+            )
+        return self.layout
 
     @property
     def lengths(self) -> list[int]:
@@ -166,15 +85,17 @@ class TrainBatch:
         fields: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            fields[f.name] = None if value is None else value[index, :length].to(device)
+            if f.name == "layout" or value is None:
+                continue
+            fields[f.name] = value[index, :length].to(device)
         if dummy:
             fields["loss_mask"] = torch.zeros_like(fields["loss_mask"])
         return TrainBatch(**fields)
 
 
 def allowed_tokens(episodes: Sequence[Episode], length: int) -> Tensor | None:
-    """``TrainBatch.allowed`` of ``episodes`` padded to ``length``: for each sampled token of a
-    constrained turn, the ids its turn's choices allowed there (what the engine masked to)."""
+    """``[E, length, K]``: for each sampled token of a constrained turn of each episode, the ids
+    its turn's choices allowed there (what the engine masked to); -1 padded."""
     found: dict[tuple[int, int], list[int]] = {}
     for i, episode in enumerate(episodes):
         if not episode.turn_choices:

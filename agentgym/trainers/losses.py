@@ -38,8 +38,9 @@ from agentgym.trainers.algorithms import (
     turn_values_to_tokens,
 )
 from agentgym.trainers.algorithms.anchors import anchor_state_advantages, turn_states
-from agentgym.trainers.batch import Sample, TrainBatch
+from agentgym.trainers.batch import TrainBatch
 from agentgym.trainers.config import AlgorithmConfig
+from agentgym.trainers.episodes import Sample
 from agentgym.trainers.modules import PolicyOutput
 
 __all__ = [
@@ -148,7 +149,42 @@ def _sequence_advantages(
 def compute_advantages(
     config: AlgorithmConfig, samples: Sequence[Sample], batch: TrainBatch
 ) -> Advantages:
-    """Per-token advantages of the batch (rows in ``samples`` order, groups contiguous).
+    """Per-token advantages (and PPO's value targets) in ``batch``'s rows; ``samples`` in
+    episode order, groups contiguous.
+
+    Advantages are defined over an episode's whole token sequence, so with a history window
+    (``batch.rows.windowed``) they are computed on the episode rows and put back into the
+    model's rows; nowhere else does the update look at episode rows.
+    """
+    rows = batch.rows
+
+    def episode_rows(value: Tensor | None) -> Tensor | None:
+        return None if value is None else rows.to_episodes(value)
+
+    episodes = _EpisodeTokens(
+        rows.to_episodes(batch.loss_mask),
+        episode_rows(batch.old_logprobs),
+        episode_rows(batch.ref_logprobs),
+        episode_rows(batch.old_values),
+    )
+    found = _episode_advantages(config, samples, episodes)
+    returns = None if found.returns is None else rows.to_rows(found.returns)
+    return Advantages(rows.to_rows(found.advantages), returns)
+
+
+class _EpisodeTokens(NamedTuple):
+    """What advantages read, in episode rows ``[E, T]``."""
+
+    loss_mask: Tensor
+    old_logprobs: Tensor | None
+    ref_logprobs: Tensor | None
+    old_values: Tensor | None
+
+
+def _episode_advantages(
+    config: AlgorithmConfig, samples: Sequence[Sample], batch: _EpisodeTokens
+) -> Advantages:
+    """``compute_advantages`` on episode rows ``[E, T]``.
 
     Sequence-level estimators (group, RLOO) give every sampled token of an episode its
     episode's advantage, or each turn its own with ``per_turn_credit``. A KL penalty in the

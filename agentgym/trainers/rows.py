@@ -1,19 +1,18 @@
-"""Episodes whose turns saw contexts of their own (a history window): one model row per context.
+"""Where each episode's tokens lie in the rows the model runs on: decided once per batch.
 
-Advantages are computed over an episode's flat token sequence (its turns, spans and rewards in
-one row), whatever the model saw. With ``Episode.context_starts`` the model saw each turn's
-context as a sequence of its own, so the forward passes run one row per context: ``unpack``
-cuts the episode rows into context rows, ``pack`` puts per-token results back. An episode that
-is one context is one row either way.
+An episode is one flat token sequence (its turns, spans and rewards). The model saw it either
+as one sequence (a row per episode) or, with a history window (``Episode.context_starts``), as
+one sequence per turn's context (a row per context). ``RowLayout`` records which slice of which
+episode each model row holds. The batch is collated into model rows once, and every stage
+after it (the no-gradient pass, minibatches, losses) works on those rows; only advantages,
+defined over an episode's whole sequence, look at the episode rows (``to_episodes`` and back).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -21,25 +20,23 @@ from torch import Tensor
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
 
-if TYPE_CHECKING:
-    from agentgym.trainers.batch import TrainBatch
-
-__all__ = ["ContextLayout"]
+__all__ = ["RowLayout"]
 
 
 @dataclass(frozen=True)
-class ContextLayout:
-    """Where each model row lies in the episode rows: ``(episode, start, end)``."""
+class RowLayout:
+    """Model row ``r`` holds tokens ``[start, end)`` of episode ``e``: ``pieces[r] = (e, start,
+    end)``, the rows of an episode next to each other and in order."""
 
     pieces: tuple[tuple[int, int, int], ...]
     episode_rows: tuple[tuple[int, ...], ...]
-    """Per episode, the model rows of its contexts."""
+    """Per episode, its model rows."""
+    episode_lengths: tuple[int, ...]
+    """Per episode, the length of its flat token sequence."""
 
     @classmethod
-    def of(cls, episodes: Sequence[Episode]) -> ContextLayout | None:
-        """The layout, or None when every episode is one context (rows are episodes)."""
-        if not any(e.context_starts for e in episodes):
-            return None
+    def of(cls, episodes: Sequence[Episode]) -> RowLayout:
+        """A row per context of each episode (one per episode without a history window)."""
         pieces: list[tuple[int, int, int]] = []
         rows: list[tuple[int, ...]] = []
         for i, episode in enumerate(episodes):
@@ -47,46 +44,52 @@ class ContextLayout:
             first = len(pieces)
             pieces.extend((i, start, end) for start, end in episode.contexts)
             rows.append(tuple(range(first, len(pieces))))
-        return cls(tuple(pieces), tuple(rows))
+        lengths = tuple(len(e.token_ids) for e in episodes)
+        return cls(tuple(pieces), tuple(rows), lengths)
+
+    @property
+    def windowed(self) -> bool:
+        """Some episode spans several rows (else row ``i`` is episode ``i``, whole)."""
+        return len(self.pieces) != len(self.episode_rows)
 
     @property
     def width(self) -> int:
+        """The longest row."""
         return max((end - start for _, start, end in self.pieces), default=0)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Each row's number of tokens."""
+        return [end - start for _, start, end in self.pieces]
 
     def rows_of(self, episodes: Sequence[int]) -> list[int]:
         """The model rows of episodes ``episodes``, in order."""
         return [row for i in episodes for row in self.episode_rows[i]]
 
-    def unpack(self, values: Tensor, *, fill: float | int = 0) -> Tensor:
-        """Episode rows ``[E, T, ...]`` cut into context rows ``[R, W, ...]``."""
+    def to_rows(self, values: Tensor, *, fill: float | int = 0) -> Tensor:
+        """Episode rows ``[E, T, ...]`` -> model rows ``[R, W, ...]`` (``fill`` past a row's
+        end)."""
+        if not self.windowed and values.shape[1] == self.width:
+            return values
         shape = (len(self.pieces), self.width, *values.shape[2:])
         out = torch.full(shape, fill, dtype=values.dtype, device=values.device)
         for row, (i, start, end) in enumerate(self.pieces):
             out[row, : end - start] = values[i, start:end]
         return out
 
-    def pack(self, values: Tensor, shape: torch.Size) -> Tensor:  # [R, W] -> [E, T]
+    def to_episodes(self, values: Tensor) -> Tensor:
+        """Model rows ``[R, W]`` -> episode rows ``[E, T]`` (0 past an episode's end)."""
+        length = max(self.episode_lengths, default=0)
+        if not self.windowed and values.shape[1] == length:
+            return values
+        shape = (len(self.episode_rows), length, *values.shape[2:])
         out = torch.zeros(shape, dtype=values.dtype, device=values.device)
         for row, (i, start, end) in enumerate(self.pieces):
             out[i, start:end] = values[row, : end - start]
         return out
 
-    def unpack_batch(self, batch: TrainBatch, pad_token_id: int) -> TrainBatch:
-        """Every tensor of ``batch`` in context rows, padded as ``TrainBatch.collate`` pads."""
-        fields: dict[str, Tensor | None] = {}
-        for f in dataclasses.fields(batch):
-            value = getattr(batch, f.name)
-            if value is None:
-                fields[f.name] = None
-            elif f.name == "attention_mask":
-                fields[f.name] = self._attention()
-            else:
-                fill = {"token_ids": pad_token_id, "allowed": -1}.get(f.name, 0)
-                fields[f.name] = self.unpack(value, fill=fill)
-        return batch.replace(**fields)
-
-    def _attention(self) -> Tensor:
-        lengths = torch.tensor([end - start for _, start, end in self.pieces])
+    def attention_mask(self) -> Tensor:  # [R, W] long, 1 on each row's tokens
+        lengths = torch.tensor(self.lengths, dtype=torch.long)
         return (torch.arange(self.width)[None, :] < lengths[:, None]).long()
 
 

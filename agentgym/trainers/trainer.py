@@ -34,10 +34,10 @@ from agentgym.core.types import Episode
 from agentgym.trainers import checkpoint
 from agentgym.trainers.algorithms import DynamicSampler
 from agentgym.trainers.backends import Backend, make_backend
-from agentgym.trainers.batch import Sample, admit, shape_rewards
 from agentgym.trainers.config import AlgorithmConfig, TrainOptions, config_from_dict, make_config
+from agentgym.trainers.episodes import Sample, admit, episode_metrics, shape_rewards
 from agentgym.trainers.modules import PolicyModule, ValueModel
-from agentgym.trainers.update import episode_metrics, run_update
+from agentgym.trainers.update import UpdateInputs, run_update
 
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
@@ -96,6 +96,9 @@ class Trainer:
                 config.max_sampling_rounds,  # type: ignore[attr-defined]
                 partial=config.partial_batches,  # type: ignore[attr-defined]
             )
+        self.update_inputs = UpdateInputs(
+            config, self.options, backend, self.module, self.reference, self.pad_token_id
+        )
         self.engine = engine
         self.step_count = 0
         """Updates done (optimizer steps happen ``ppo_epochs x num_minibatches`` times each)."""
@@ -163,7 +166,7 @@ class Trainer:
         if not groups:
             return {**metrics, "update": 0.0, "step": float(self.step_count)}
         batch = [s for g in groups for s in g]
-        metrics.update(run_update(self, batch))
+        metrics.update(run_update(self.update_inputs, batch, self.step_count))
         metrics.update(episode_metrics(batch))
         if self.sampler is not None:
             # What the policy did, not only the groups it trained on (those it has not mastered):

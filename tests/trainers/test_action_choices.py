@@ -17,7 +17,6 @@ from agentgym.inference.hf import HFEngine
 from agentgym.rollout import collect
 from agentgym.trainers.batch import TrainBatch, allowed_tokens
 from agentgym.trainers.config import config_from_dict
-from agentgym.trainers.contexts import ContextLayout
 from agentgym.trainers.modules import restrict_logits, token_logprobs
 
 from .test_contexts import engine_logprob_trainer as _trainer
@@ -144,11 +143,9 @@ def test_restrict_logits_leaves_unrestricted_rows_alone():
 
 def test_context_rows_carry_their_allowed_ids():
     episodes, _ = _collect(0, seed=9)
-    batch = TrainBatch.collate(episodes, pad_token_id=0)
-    layout = ContextLayout.of(episodes)
-    assert layout is not None
-    assert batch.allowed is not None
-    rows = layout.unpack_batch(batch, pad_token_id=0)
+    rows = TrainBatch.collate(episodes, pad_token_id=0)
+    layout = rows.rows
+    assert layout.windowed
     assert rows.allowed is not None
     assert rows.allowed.shape[0] == len(layout.pieces)
     decisions = (rows.allowed >= 0).any(-1)

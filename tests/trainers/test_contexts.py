@@ -15,7 +15,7 @@ from agentgym.inference.hf import HFEngine
 from agentgym.rollout import collect
 from agentgym.trainers import make
 from agentgym.trainers.batch import TrainBatch
-from agentgym.trainers.contexts import ContextLayout
+from agentgym.trainers.rows import RowLayout
 
 from .ds_step import synthetic_episodes
 
@@ -82,29 +82,35 @@ def test_each_context_is_scored_as_the_engine_saw_it(windowed):
     assert joined["approx_kl"] > 100 * own["approx_kl"]
 
 
-def test_contexts_unpack_into_rows_and_pack_back():
+def test_contexts_are_collated_into_rows_and_go_back_to_episode_rows():
     episodes = synthetic_episodes(2, 2, seed=3, turns=3)
     # cut episode 1 into contexts at its turn boundaries (each starts on env tokens)
     cut = episodes[1]
     starts = [0, *(end for _, end in cut.turn_spans[:-1])]
     episodes[1] = dataclasses.replace(cut, context_starts=starts)
-    layout = ContextLayout.of(episodes)
-    assert layout is not None
+    rows = TrainBatch.collate(episodes, pad_token_id=0)
+    layout = rows.rows
+    assert layout.windowed
     assert layout.episode_rows == ((0,), (1, 2, 3), (4,), (5,))
     assert layout.rows_of([1, 3]) == [1, 2, 3, 5]
-    batch = TrainBatch.collate(episodes, pad_token_id=0)
-    rows = layout.unpack_batch(batch, pad_token_id=0)
     assert rows.token_ids.shape[0] == 6
     assert rows.lengths == [end - start for e in episodes for start, end in e.contexts]
+    whole = TrainBatch.collate([dataclasses.replace(e, context_starts=[]) for e in episodes], 0)
     for name in ("token_ids", "loss_mask", "sampling_logprobs"):
-        packed = layout.pack(getattr(rows, name), batch.token_ids.shape)
-        torch.testing.assert_close(packed, getattr(batch, name) * batch.attention_mask)
+        packed = layout.to_episodes(getattr(rows, name))
+        torch.testing.assert_close(packed, getattr(whole, name) * whole.attention_mask)
+        torch.testing.assert_close(
+            layout.to_rows(packed), getattr(rows, name) * rows.attention_mask
+        )
     second = rows.token_ids[2, : rows.lengths[2]].tolist()
     assert second == cut.token_ids[starts[1] : starts[2]]
 
 
-def test_whole_conversation_episodes_need_no_layout():
-    assert ContextLayout.of(synthetic_episodes(1, 2)) is None
+def test_whole_conversation_episodes_are_a_row_each():
+    batch = TrainBatch.collate(synthetic_episodes(1, 2), pad_token_id=0)
+    assert not batch.rows.windowed
+    assert batch.rows.episode_rows == ((0,), (1,))
+    assert batch.rows.to_rows(batch.loss_mask) is batch.loss_mask  # nothing to convert
 
 
 @pytest.mark.parametrize(
@@ -115,7 +121,7 @@ def test_bad_context_starts_are_refused(starts, rule):
     (episode,) = synthetic_episodes(1, 1)
     bad = dataclasses.replace(episode, context_starts=starts)
     with pytest.raises(ConfigError, match=rule):
-        ContextLayout.of([bad])
+        RowLayout.of([bad])
 
 
 def test_a_context_cannot_begin_with_a_sampled_token():
@@ -123,4 +129,4 @@ def test_a_context_cannot_begin_with_a_sampled_token():
     first_sampled = episode.turn_spans[0][0]
     bad = dataclasses.replace(episode, context_starts=[0, first_sampled])
     with pytest.raises(ConfigError, match="begin with a sampled token"):
-        ContextLayout.of([bad])
+        RowLayout.of([bad])

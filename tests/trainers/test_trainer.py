@@ -14,7 +14,8 @@ from agentgym.core.types import Episode
 from agentgym.error import ConfigError, DynamicSamplingExhausted
 from agentgym.inference.hf import HFEngine
 from agentgym.trainers import GRPOConfig, TrainOptions, fit, make, make_config, update
-from agentgym.trainers.batch import Sample, TrainBatch, shape_rewards
+from agentgym.trainers.batch import TrainBatch
+from agentgym.trainers.episodes import Sample, shape_rewards
 from agentgym.trainers.losses import compute_advantages
 
 from .ds_step import CONFIGS, NOT_COMPARED, SyntheticSource, synthetic_episodes
@@ -262,14 +263,14 @@ def test_one_optimizer_step_takes_pi_old_from_the_live_pass_with_the_recomputed_
     passes: list[int] = []
     no_grad_pass = update._no_grad_pass
 
-    def counting(trainer, batch):
-        passes.append(int(update._needs_old_logprobs(trainer)))
-        return no_grad_pass(trainer, batch)
+    def counting(inputs, batch):
+        passes.append(int(update._needs_old_logprobs(inputs)))
+        return no_grad_pass(inputs, batch)
 
     monkeypatch.setattr(update, "_no_grad_pass", counting)
     live = make("grpo", policy=fresh(tiny), config=config)
     a = live.step(episodes)
-    monkeypatch.setattr(update, "_needs_old_logprobs", lambda trainer: True)
+    monkeypatch.setattr(update, "_needs_old_logprobs", lambda inputs: True)
     recomputing = make("grpo", policy=fresh(tiny), config=config)
     b = recomputing.step(episodes)
     assert passes == [0, 1]
@@ -288,8 +289,8 @@ def test_target_kl_stops_the_update_after_the_step_whose_kl_exceeds_it(tiny, mon
     seen: list[float] = []
     train_minibatch = update._train_minibatch
 
-    def recording(trainer, batch, rows):
-        result = train_minibatch(trainer, batch, rows)
+    def recording(inputs, batch, rows, entropy_coef):
+        result = train_minibatch(inputs, batch, rows, entropy_coef)
         seen.append(result["approx_kl"])
         return result
 

@@ -1,0 +1,127 @@
+"""Episodes in: which ones a step trains on (``admit``), their rewards after shaping
+(``shape_rewards``: DAPO's overlong punishment), and what they say about the policy
+(``episode_metrics``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from agentgym.core.errors import ConfigError
+from agentgym.core.types import Episode
+from agentgym.trainers.algorithms import overlong_penalty
+
+__all__ = ["Admitted", "Sample", "admit", "episode_metrics", "shape_rewards"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """An episode and its per-turn rewards after shaping (what advantages are computed from)."""
+
+    episode: Episode
+    turn_rewards: tuple[float, ...]
+
+    @property
+    def reward(self) -> float:
+        return float(sum(self.turn_rewards))
+
+
+class Admitted(NamedTuple):
+    groups: list[list[Episode]]  # complete groups of trainable episodes
+    dropped_episodes: int  # infra errors and untrainable episodes
+    dropped_groups: int  # groups left out because one of their episodes was dropped
+
+
+def _check_episode(i: int, episode: Episode) -> None:
+    if episode.loss_mask[:1] == [1]:
+        raise ConfigError(
+            f"episodes[{i}].loss_mask[0]",
+            1,
+            "the first token cannot be sampled (nothing precedes it)",
+            "start each episode with its prompt tokens (loss_mask 0)",
+        )
+
+
+def admit(episodes: Sequence[Episode], group_size: int) -> Admitted:
+    """Split ``episodes`` (groups contiguous) into groups and drop every group holding an
+    episode with ``infra_error`` or ``trainable=False``: a group's baseline needs all of it."""
+    if len(episodes) % group_size:
+        raise ConfigError(
+            "len(episodes)",
+            len(episodes),
+            f"must be a multiple of group_size={group_size}",
+            "pass whole groups, each group's episodes next to each other",
+        )
+    kept, dropped_episodes, dropped_groups = [], 0, 0
+    for start in range(0, len(episodes), group_size):
+        group = list(episodes[start : start + group_size])
+        bad = sum(1 for e in group if e.infra_error or not e.trainable)
+        if bad:
+            dropped_episodes += bad
+            dropped_groups += 1
+            continue
+        for offset, episode in enumerate(group):
+            _check_episode(start + offset, episode)
+        kept.append(group)
+    return Admitted(kept, dropped_episodes, dropped_groups)
+
+
+def _turn_lengths(episode: Episode) -> list[int]:
+    """Sampled tokens per turn (``turn_spans``), or one length for a span-less episode."""
+    if len(episode.turn_spans) == len(episode.turns):
+        return [sum(episode.loss_mask[s:e]) for s, e in episode.turn_spans]
+    if len(episode.turns) == 1:
+        return [sum(episode.loss_mask)]
+    raise ConfigError(
+        "episode.turn_spans",
+        episode.turn_spans,
+        f"must hold one span per turn ({len(episode.turns)})",
+        "build episodes with the rollout collector, which records turn_spans",
+    )
+
+
+def shape_rewards(
+    episodes: Sequence[Episode], config: Any
+) -> tuple[list[Sample], Tensor | None]:  # samples, [B] summed penalty | None
+    """Per-turn rewards with DAPO's overlong punishment added to each turn, when the config
+    turns it on (``overlong_shaping``). The budget is per turn, like ``max_new_tokens``."""
+    if not getattr(config, "overlong_shaping", False):
+        return [Sample(e, tuple(e.rewards)) for e in episodes], None
+    samples, totals = [], []
+    for episode in episodes:
+        lengths = torch.tensor(_turn_lengths(episode), dtype=torch.float64)
+        penalty = overlong_penalty(
+            lengths,
+            max_length=config.overlong_length,
+            cache_length=config.overlong_cache_length,
+            factor=config.overlong_penalty_factor,
+        ).tolist()
+        samples.append(
+            Sample(episode, tuple(r + p for r, p in zip(episode.rewards, penalty, strict=True)))
+        )
+        totals.append(sum(penalty))
+    return samples, torch.tensor(totals, dtype=torch.float64)
+
+
+def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Reward (as the env gave it), success where the last turn's info says, lengths."""
+    rewards = [s.episode.total_reward for s in samples]
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    metrics = {
+        "episodes": float(len(samples)),
+        "reward_mean": mean,
+        "reward_std": std,
+        "shaped_reward_mean": sum(s.reward for s in samples) / len(samples),
+        "turns_mean": sum(len(s.episode.turns) for s in samples) / len(samples),
+        "response_tokens_mean": sum(sum(s.episode.loss_mask) for s in samples) / len(samples),
+    }
+    outcomes = [s.episode.success for s in samples if s.episode.success is not None]
+    if outcomes:
+        metrics["success_rate"] = sum(outcomes) / len(outcomes)
+    return metrics
