@@ -1,6 +1,17 @@
-"""Trainers: ``make(algo, backend, policy=..., config=...)`` returns a ``Trainer``; the algorithm
-building blocks (``agentgym.trainers.algorithms``), the PPO, GRPO and DAPO preset configs, the
-backends (``agentgym.trainers.backends``), checkpoints and the training loop.
+"""The training library: episodes in, policy updates out.
+
+::
+
+    trainer = make("grpo", backend="torch", policy=None, config={"group_size": 4})
+    trainer.step(episodes)                                   # one update from your episodes
+    fit(trainer, "agentgym/FrozenLake-v0", steps=100, out="runs/fl")   # collect, update, resume
+
+``make`` builds a ``Trainer`` from a preset config (``PPOConfig``, ``GRPOConfig``, ``DAPOConfig``
+or a registered algorithm) on a backend (``agentgym.trainers.backends``: torch, deepspeed);
+``fit`` is the loop over an ``EpisodeSource`` (the rollout collector, ``CollectorSource``, or your
+own). The algorithm building blocks are pure functions in ``agentgym.trainers.algorithms``. Run
+folders, recipes, progress bars and evaluation reports are the application's
+(``agentgym.recipes``), not this package's.
 """
 
 from agentgym.trainers import algorithms
