@@ -13,6 +13,9 @@ and ``DockerSandbox`` (containers from a ``DockerPool`` of warm ones). Each clas
 what is isolated and what is not. Nothing runs unisolated unless asked for by name:
 ``agentgym.sandbox.selection`` picks the backend of ``sandbox="auto"`` and refuses when none
 isolates.
+
+``docker_client()`` is the docker SDK's client for the local daemon (images are built, listed
+and removed through it), or ``SandboxUnavailable`` naming the fix.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from agentgym.sandbox._session import cleanup_stale
 from agentgym.sandbox.base import Command, Limits, RunResult, Sandbox
+from agentgym.sandbox.client import docker_client
 from agentgym.sandbox.image_tag import DEFAULT_IMAGE
 from agentgym.sandbox.local import LocalSandbox, bwrap_usable
 from agentgym.sandbox.selection import SANDBOXES, SandboxChoice, check_sandbox, resolve_sandbox
@@ -38,6 +42,7 @@ __all__ = [
     "bwrap_usable",
     "check_sandbox",
     "cleanup_stale",
+    "docker_client",
     "open_sandbox",
     "resolve_sandbox",
 ]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxUnavailable
+from agentgym.sandbox.client import docker_client
 from agentgym.sandbox.image_tag import DEFAULT_IMAGE, RECIPE, SUITE
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_PACKAGES", "build_image", "image_exists", "main"]
@@ -53,25 +54,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym"
 
 
-def _docker_client() -> Any:
-    try:
-        import docker
-    except ImportError as e:
-        raise SandboxUnavailable("the docker SDK is not installed. Fix: pip install docker") from e
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except Exception as e:  # the SDK raises requests' and its own errors alike
-        raise SandboxUnavailable(
-            f"no Docker daemon answers ({e}). Fix: bash scripts/docker_setup.sh"
-        ) from e
-    return client
-
-
 def image_exists(tag: str = DEFAULT_IMAGE, client: Any = None) -> bool:
     import docker.errors
 
-    client = client or _docker_client()
+    client = client or docker_client()
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
@@ -148,7 +134,7 @@ def build_image(
     force: bool = False,
 ) -> str:
     """Make image ``tag`` (Debian ``SUITE`` + ``packages``) unless it exists; return its tag."""
-    client = _docker_client()
+    client = docker_client()
     if not force and image_exists(tag, client):
         _log(f"{tag} already exists")
         return tag

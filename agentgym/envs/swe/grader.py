@@ -71,7 +71,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxFileError
-from agentgym.envs.swe.backends import REPO_DIR, SWEBackend
+from agentgym.envs.swe.backends.base import REPO_DIR, SWEBackend
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.runner import (
     RUNNER_FILES,

@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import ConfigError, Error, SandboxError, SandboxUnavailable
-from agentgym.envs.swe.backends import REPO_DIR
+from agentgym.envs.swe.backends.base import REPO_DIR
 from agentgym.envs.swe.instances import SWEInstance, read_instances
 from agentgym.envs.swe.repo import materialize
-from agentgym.sandbox.images import DEFAULT_IMAGE, _docker_client, image_exists
+from agentgym.sandbox import docker_client
+from agentgym.sandbox.images import DEFAULT_IMAGE, image_exists
 
 __all__ = [
     "IMAGE_NAME",
@@ -123,7 +124,7 @@ def build_instance_image(
     Raises ``SandboxUnavailable`` without a daemon or base image, ``SandboxError`` when the
     build (a setup command) fails, ``ConfigError`` for an instance that cannot be checked out.
     """
-    client = client or _docker_client()
+    client = client or docker_client()
     tag = image_tag(instance, base_image)
     if not force and image_exists(tag, client):
         return tag
@@ -198,7 +199,7 @@ def ensure_image(instance: SWEInstance, *, build: bool = True, client: Any = Non
     builder's, built now if missing and ``build`` (else ``SandboxUnavailable`` naming the fix)."""
     import docker.errors
 
-    client = client or _docker_client()
+    client = client or docker_client()
     tag = instance.image or image_tag(instance)
     try:
         image = client.images.get(tag)
@@ -244,7 +245,7 @@ def _selected(args: argparse.Namespace) -> list[SWEInstance]:
 
 
 def _build(args: argparse.Namespace) -> int:
-    client = _docker_client()
+    client = docker_client()
     for instance in _selected(args):
         if instance.image is not None:
             _log(f"{instance.instance_id}: uses its own image {instance.image}; not built")
@@ -256,7 +257,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    client = _docker_client()
+    client = docker_client()
     for instance in read_instances(args.instances):
         tag = instance.image or image_tag(instance)
         state = "present" if image_exists(tag, client) else "missing"
@@ -267,7 +268,7 @@ def _list(args: argparse.Namespace) -> int:
 def _remove(args: argparse.Namespace) -> int:
     import docker.errors
 
-    client = _docker_client()
+    client = docker_client()
     if args.all:
         tags = [t for image in client.images.list(name=IMAGE_NAME) for t in image.tags]
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxFileError
 from agentgym.core.tools import Tool, ToolCallFailed, clip
-from agentgym.envs.swe.backends import REPO_DIR
+from agentgym.envs.swe.backends.base import REPO_DIR
 from agentgym.envs.swe.grader import excerpt
 from agentgym.envs.swe.scripts import CREATE, EDIT, VIEW
 from agentgym.sandbox import RunResult, Sandbox

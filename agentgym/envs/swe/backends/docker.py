@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentgym.core.errors import ConfigError, SandboxError, SandboxUnavailable
-from agentgym.envs.swe.backends import REPO_DIR, SETUP_TIMEOUT, prepare_repo
+from agentgym.envs.swe.backends.base import REPO_DIR, SETUP_TIMEOUT, prepare_repo
 from agentgym.envs.swe.images import WORKDIR, ImageRef, ensure_image, image_tag
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import CheckoutCache
 from agentgym.envs.validate import integer, seconds
 from agentgym.sandbox import DockerPool, DockerSandbox, Limits, Sandbox
-from agentgym.sandbox.images import DEFAULT_IMAGE
+from agentgym.sandbox.image_tag import DEFAULT_IMAGE
+from agentgym.sandbox.selection import why_not_docker
 
 __all__ = ["SWE_LABEL", "DockerSWEBackend", "docker_available"]
 
@@ -41,18 +42,7 @@ MiB, GiB = 1 << 20, 1 << 30
 
 def docker_available() -> bool:
     """Whether a local Docker daemon answers and has agentgym's base image."""
-    try:
-        import docker
-
-        from agentgym.sandbox._dockerapi import socket_path
-
-        socket_path()  # the sandboxes bind-mount host folders: the daemon must be local
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.images.get(DEFAULT_IMAGE)
-    except Exception:  # no SDK, no daemon, remote daemon, no image: all mean "use local"
-        return False
-    return True
+    return why_not_docker(DEFAULT_IMAGE) is None
 
 
 @dataclass(frozen=True)
