@@ -43,7 +43,7 @@ SUBMIT = as_action([{"name": "submit", "arguments": {}}])
 def make_backend(mode: str) -> SWEBackend:
     if mode == "local":
         return LocalSWEBackend(isolation="bwrap")
-    from agentgym.envs.swe.docker_backend import DockerSWEBackend
+    from agentgym.envs.swe.backends.docker import DockerSWEBackend
 
     return DockerSWEBackend(pool_size=2 if mode == "docker-warm" else 0)
 

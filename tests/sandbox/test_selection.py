@@ -76,9 +76,9 @@ def _math_env(**kwargs: Any) -> Any:
 
 
 def _host_ok(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentgym.envs.swe import backends
+    from agentgym.envs.swe.backends import local
 
-    monkeypatch.setattr(backends, "_host_problem", lambda: None)  # git and pytest: not tested here
+    monkeypatch.setattr(local, "host_problem", lambda: None)  # git and pytest: not tested here
 
 
 # --- each branch, the probes stood in for ----------------------------------------------------

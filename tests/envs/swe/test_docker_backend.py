@@ -23,7 +23,7 @@ from docker_checks import containers, new_label, processes_in, wait_until
 
 from agentgym.core import run_sync
 from agentgym.envs.swe import SWEInstance, images, read_instances
-from agentgym.envs.swe.docker_backend import SWE_LABEL, DockerSWEBackend, docker_available
+from agentgym.envs.swe.backends.docker import SWE_LABEL, DockerSWEBackend, docker_available
 from agentgym.error import ConfigError, SandboxError, SandboxUnavailable
 from agentgym.sandbox.images import DEFAULT_IMAGE
 
@@ -362,7 +362,11 @@ def test_config_errors_name_the_argument(kwargs: dict[str, Any], name: str) -> N
 
 
 def test_images_cli_builds_lists_and_removes(
-    calc_record: dict[str, Any], calc_jsonl: Path, tmp_path: Path, capsys: Any
+    calc_record: dict[str, Any],
+    calc_jsonl: Path,
+    tmp_path: Path,
+    capsys: Any,
+    docker_ready: bool,
 ) -> None:
     record = {**calc_record, "instance_id": "calc__calc-cli"}
     record["repo_path"] = str(calc_jsonl.parent / calc_record["repo_path"])
@@ -384,7 +388,7 @@ def test_images_cli_builds_lists_and_removes(
 _ORPHAN = """
 import asyncio, json, sys
 from agentgym.envs.swe import read_instances
-from agentgym.envs.swe.docker_backend import DockerSWEBackend
+from agentgym.envs.swe.backends.docker import DockerSWEBackend
 async def main():
     backend = DockerSWEBackend(pool_size=1, labels=json.loads(sys.argv[2]))
     sb = await backend.acquire(read_instances(sys.argv[1])[0])

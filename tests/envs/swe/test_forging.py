@@ -90,7 +90,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[SWEBackend]:
     labels: dict[str, str] = {}
     if request.param == "docker":
         request.getfixturevalue("docker_ready")
-        from agentgym.envs.swe.docker_backend import DockerSWEBackend
+        from agentgym.envs.swe.backends.docker import DockerSWEBackend
 
         labels = new_label()
         made: SWEBackend = DockerSWEBackend(pool_size=1, labels=labels)

@@ -178,9 +178,9 @@ def test_make_backend_rejects_an_unknown_name() -> None:
 def test_the_local_backend_names_a_missing_host_requirement(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentgym.envs.swe import backends
+    from agentgym.envs.swe.backends import local
 
     missing = "the system's python3 cannot import pytest. Fix: apt-get install python3-pytest"
-    monkeypatch.setattr(backends, "_host_problem", lambda: missing)
+    monkeypatch.setattr(local, "host_problem", lambda: missing)
     with pytest.raises(SandboxUnavailable, match="apt-get install python3-pytest"):
         make_backend("local")
