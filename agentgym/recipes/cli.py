@@ -7,10 +7,10 @@
     agentgym train --out runs/fl --resume
     agentgym eval --env agentgym/FrozenLake-v0 --model runs/fl/checkpoints/step-00000040 --json
 
-A config file (TOML, or JSON) holds the same names as the flags (``env``, ``algo``, ``steps``,
+A run file (TOML, or JSON) holds the same names as the flags (``env``, ``algo``, ``steps``,
 ``env_kwargs``, ...), a ``[config]`` table of algorithm fields and an ``[options]`` table of
-trainer options (``warmup_steps``, ``adam_eps``, ...); flags given on the command line win over
-the file.
+trainer options (``warmup_steps``, ``adam_eps``, ...): the format of the shipped recipes
+(``agentgym/recipes/<family>/<algo>.toml``), which lie under it. Flags win over the file.
 """
 
 from __future__ import annotations
@@ -19,15 +19,27 @@ import argparse
 import json
 import sys
 import tomllib
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.recipes.config import (
+    DEFAULT_ENV,
+    Layer,
+    RunConfig,
+    history_window,
+    recipe_names,
+    resolve_run,
+)
 
-__all__ = ["add_eval_arguments", "add_train_arguments", "run_eval", "run_train"]
-
-DEFAULT_ENV = "agentgym/FrozenLake-v0"
+__all__ = [
+    "add_eval_arguments",
+    "add_train_arguments",
+    "run_eval",
+    "run_from_args",
+    "run_train",
+]
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, Any]:
@@ -56,50 +68,59 @@ def _kwargs(text: str | None, flag: str = "--env-kwargs") -> dict[str, Any]:
     return value
 
 
+# Each flag sets the run field of the same name; its help is the field's docstring.
+_TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("--env", "env", {}),
+    ("--algo", "algo", {"choices": ["grpo", "ppo", "dapo"]}),
+    ("--backend", "backend", {"choices": ["torch", "deepspeed"]}),
+    ("--model", "model", {}),
+    ("--init", "init", {"choices": ["format", "random"]}),
+    ("--steps", "steps", {"type": int}),
+    ("--out", "out", {}),
+    ("--seed", "seed", {"type": int}),
+    ("--env-kwargs", "env_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--train-env-kwargs", "train_env_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--max-turns", "max_turns", {"type": int}),
+    ("--history-turns", "history_turns", {"metavar": "K|all"}),
+    ("--action-choices", "action_choices", {"action": argparse.BooleanOptionalAction}),
+    ("--eval-episodes", "eval_episodes", {"type": int}),
+    ("--eval-temperature", "eval_temperature", {"type": float}),
+    ("--checkpoint-every", "checkpoint_every", {"type": int}),
+    ("--micro-batch-tokens", "micro_batch_tokens", {"type": int}),
+    ("--resume", "resume", {"action": "store_true"}),
+    ("--wandb", "wandb", {"metavar": "PROJECT"}),
+    ("--no-progress", "show_bar", {"action": "store_false"}),
+)
+
+
+def _field_help(name: str) -> str:
+    """``RunConfig``'s docstring of ``name`` with its run-file key and its default."""
+    (f,) = [f for f in fields(RunConfig) if f.name == name]
+    default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    text = f"{RunConfig.field_help()[name]} [{name}; default {json.dumps(default)}]"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare ``agentgym train``'s flags (every default None: the file or the env decides)."""
+    """Declare ``agentgym train``'s flags (every default None: a lower layer decides)."""
+    parser.epilog = (
+        "Settings, lowest first: the recipe of (env, algo) where one is shipped ("
+        + "; ".join(recipe_names())
+        + "), with --resume the run's own run.json, the --config file, then these flags. "
+        "Every field and option: docs/configuration.md."
+    )
     add = parser.add_argument
     add("--config", type=Path, help="a run file (.toml or .json); flags override its values")
-    add("--env", help=f"env id (default {DEFAULT_ENV})")
-    add("--algo", choices=["grpo", "ppo", "dapo"], help="algorithm (default grpo)")
-    add("--backend", choices=["torch", "deepspeed"], help="training backend (default torch)")
-    add("--model", help="a local model directory (default: the tiny policy)")
-    add(
-        "--init",
-        choices=["format", "random"],
-        help="without --model: the tiny policy's weights, as shipped (format: pre-trained on "
-        "output formats only) or initialised from --seed (default: the env's; FrozenLake: random)",
-    )
-    add("--steps", type=int, help="training updates (default: the env's training default)")
-    add("--out", help="run folder (default runs/<env>-<algo>-<time>)")
-    add("--seed", type=int, help="seed of sampling, task order and evaluation (default 0)")
-    add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
-    add(
-        "--train-env-kwargs",
-        help="env arguments of training episodes only, on top of --env-kwargs; evaluation "
-        "plays the env without them (default: none)",
-    )
-    add("--max-turns", type=int, help="most turns per training episode (default: env's)")
-    add(
-        "--history-turns",
-        metavar="K|all",
-        help="the policy's context: the latest observation and K turns before it, or all "
-        "(default: the env's training default)",
-    )
-    add(
-        "--action-choices",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="sample only among the env's info['action_choices'] (constrained decoding), in "
-        "training and evaluation (default: the env's training default; FrozenLake: on)",
-    )
+    for flag, name, kwargs in _TRAIN_FLAGS:
+        add(flag, dest=name, default=None, help=_field_help(name), **kwargs)
     add(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="an algorithm config field, e.g. --set learning_rate=1e-3 (repeatable)",
+        help="an algorithm config field (the run file's [config] table), e.g. --set "
+        "learning_rate=1e-3; null for None (repeatable)",
     )
     add(
         "--option",
@@ -107,17 +128,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="a trainer option beside the algorithm (warmup_steps, decay_steps, min_lr_ratio, "
-        "adam_eps, adam_betas, weight_decay, old_logprobs, critic_learning_rate), e.g. "
-        "--option warmup_steps=10",
+        help="a trainer option beside the algorithm (the run file's [options] table: "
+        "warmup_steps, decay_steps, min_lr_ratio, adam_eps, adam_betas, weight_decay, "
+        "old_logprobs, critic_learning_rate), e.g. --option warmup_steps=10 (repeatable)",
     )
-    add("--eval-episodes", type=int, help="episodes of the start and end evaluations (0: none)")
-    add("--eval-temperature", type=float, help="sampling temperature of evaluations (default 1)")
-    add("--checkpoint-every", type=int, help="updates between checkpoints (default 10)")
-    add("--micro-batch-tokens", type=int, help="token budget of a training micro-batch")
-    add("--resume", action="store_true", default=None, help="continue the run in --out")
-    add("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs wandb)")
-    add("--no-progress", dest="show_bar", action="store_false", default=None, help="no bar")
 
 
 def _read_file(path: Path | None) -> dict[str, Any]:
@@ -126,39 +140,61 @@ def _read_file(path: Path | None) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError("--config", str(path), "is not a file", "pass a .toml or .json file")
     text = path.read_text()
-    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    return {key.replace("-", "_"): value for key, value in data.items()}
+    try:
+        return dict(json.loads(text) if path.suffix == ".json" else tomllib.loads(text))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError("--config", str(path), f"does not parse: {error}", "fix it") from None
 
 
-def spec_from_args(args: argparse.Namespace) -> Any:
-    """The ``RunSpec`` of ``args``: the config file's values under the flags given."""
-    from agentgym.recipes.run import RunSpec
+def _recorded_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """The run settings a ``run.json`` holds, in the run-file format; ``spec`` and ``run``
+    of the first layout (before run.json held the whole resolved run) read too."""
+    if "spec" not in data:
+        return dict(data.get("run", {}))
+    spec, run = data["spec"], data.get("run", {})
+    given = {k: v for k, v in spec.items() if v is not None and k not in ("config", "options")}
+    config = {k: v for k, v in data.get("config", {}).items() if k not in ("algo", "seed")}
+    return {**given, **run, "config": config}
 
-    merged = _read_file(args.config)
-    flags = {k: v for k, v in vars(args).items() if v is not None and k not in ("config",)}
-    flags.pop("command", None)
-    overrides = _pairs(flags.pop("overrides", []), "--set")
-    options = _pairs(flags.pop("option_pairs", []), "--option")
-    if "env_kwargs" in flags:
-        flags["env_kwargs"] = _kwargs(flags["env_kwargs"])
-    if "train_env_kwargs" in flags:
-        flags["train_env_kwargs"] = _kwargs(flags["train_env_kwargs"], "--train-env-kwargs")
-    merged.update(flags)
-    merged["config"] = {**merged.get("config", {}), **overrides}
-    merged["options"] = {**merged.get("options", {}), **options}
-    names = {f.name for f in fields(RunSpec)}
-    unknown = sorted(set(merged) - names)
-    if unknown:
-        raise ConfigError("--config", unknown, "are not run settings", f"use: {sorted(names)}")
-    return RunSpec(**merged)
+
+def _resumed(layers: list[Layer]) -> Layer | None:
+    """With ``resume``, the settings recorded in the run folder's ``run.json``."""
+    given = {k: v for layer in layers for k, v in layer.values.items()}
+    if not given.get("resume") or not given.get("out"):
+        return None
+    path = Path(given["out"]) / "run.json"
+    if not path.is_file():
+        return None  # train_run says that it is not a run
+    recorded = _recorded_settings(json.loads(path.read_text()))
+    per_call = ("out", "resume", "show_bar", "wandb")
+    return Layer(str(path), {k: v for k, v in recorded.items() if k not in per_call})
+
+
+def run_from_args(args: argparse.Namespace) -> RunConfig:
+    """The run that ``args`` describe: the recipe, with --resume the run's recorded settings,
+    the --config file, then the flags (each later layer over the ones before)."""
+    layers = []
+    if args.config is not None:
+        layers.append(Layer(str(args.config), _read_file(args.config)))
+    for flag, name, _ in _TRAIN_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None and name in ("env_kwargs", "train_env_kwargs"):
+            value = _kwargs(value, flag)
+        if value is not None:
+            layers.append(Layer(flag, {name: value}))
+    if args.overrides:
+        layers.append(Layer("--set", {"config": _pairs(args.overrides, "--set")}))
+    if args.option_pairs:
+        layers.append(Layer("--option", {"options": _pairs(args.option_pairs, "--option")}))
+    resumed = _resumed(layers)
+    return resolve_run(*([resumed] if resumed else []), *layers)
 
 
 def run_train(args: argparse.Namespace) -> int:
     from agentgym.recipes.run import train_run
 
     try:
-        spec = spec_from_args(args)
-        summary = train_run(spec)
+        summary = train_run(run_from_args(args))
     except ConfigError as error:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
@@ -213,16 +249,16 @@ def _model_dir(path: str | None) -> str | None:
 
 
 def _trained_run(path: str | None) -> dict[str, Any]:
-    """The run settings (``run.json``'s ``run``: history window, env arguments) of the run that
-    trained the model at ``path`` (a run folder or one of its checkpoints); {} otherwise."""
+    """The settings (env, history window, env arguments, ...) of the run that trained the
+    model at ``path`` (a run folder or one of its checkpoints), from its ``run.json``; {}
+    otherwise."""
     if path is None:
         return {}
     folder = Path(path)
     for candidate in (folder, folder.parent.parent):
         run_json = candidate / "run.json"
         if run_json.is_file():
-            data = json.loads(run_json.read_text())
-            return {**data.get("run", {}), "env": data.get("spec", {}).get("env")}
+            return _recorded_settings(json.loads(run_json.read_text()))
     return {}
 
 
@@ -241,13 +277,9 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         if args.episodes < 1:
             raise ConfigError("--episodes", args.episodes, "must be >= 1", "use e.g. 128")
-        from agentgym.recipes.run import history_window
-
         trained = _trained_run(args.model)
-        if args.history_turns is None:
-            history = trained.get("history_turns")
-        else:
-            history = history_window(args.history_turns)
+        given = trained.get("history_turns") if args.history_turns is None else args.history_turns
+        history = history_window(given)
         choices = args.action_choices
         if choices is None:
             choices = bool(trained.get("action_choices", False))

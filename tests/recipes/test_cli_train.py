@@ -9,7 +9,10 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.error import ConfigError
+from agentgym.recipes.cli import run_from_args
+from agentgym.recipes.config import Layer, resolve_run
 from agentgym.recipes.report import EvalResult, wilson_interval
+from agentgym.trainers import TrainOptions
 from agentgym.trainers.checkpoint import read_manifest
 
 SMALL = [
@@ -53,7 +56,9 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
     assert run["config"]["group_size"] == 4
     assert run["config"]["algo"] == "grpo"
     # over FrozenLake's default learning-rate decay
-    assert run["run"]["options"] == {"decay_steps": 600, "min_lr_ratio": 0.1, "warmup_steps": 4}
+    preset = json.loads(json.dumps(TrainOptions().to_dict()))
+    expected = {**preset, "decay_steps": 600, "min_lr_ratio": 0.1, "warmup_steps": 4}
+    assert run["run"]["options"] == expected
     manifest = read_manifest(out / "checkpoints" / "step-00000002")
     assert manifest["options"]["warmup_steps"] == 4
     assert [
@@ -133,56 +138,45 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     }
 
 
-def test_train_reads_a_config_file_and_flags_win(tmp_path):
+def _run(*argv: str):
     from agentgym.cli import build_parser
-    from agentgym.recipes.cli import spec_from_args
-    from agentgym.recipes.run import RunSpec
 
+    return run_from_args(build_parser().parse_args(["train", *argv]))
+
+
+def test_train_reads_a_config_file_and_flags_win(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text(
         'algo = "dapo"\nsteps = 7\nseed = 3\n[config]\nlearning_rate = 0.01\n'
         "[options]\nwarmup_steps = 5\nadam_eps = 1e-6\n"
     )
     options = ["--option", "warmup_steps=2", "--option", "adam_betas=[0.9,0.95]"]
-    args = build_parser().parse_args(
-        ["train", "--config", str(path), "--steps", "9", "--set", "group_size=4", *options]
+    run = _run("--config", str(path), "--steps", "9", "--set", "group_size=4", *options)
+    assert (run.algo, run.steps, run.seed) == ("dapo", 9, 3)
+    assert (run.config.learning_rate, run.config.group_size) == (0.01, 4)
+    assert run.config.seed == 3
+    assert run.options == TrainOptions(
+        decay_steps=600, min_lr_ratio=0.1, warmup_steps=2, adam_eps=1e-6, adam_betas=(0.9, 0.95)
     )
-    spec = spec_from_args(args)
-    assert (spec.algo, spec.steps, spec.seed) == ("dapo", 9, 3)
-    assert spec.config == {"learning_rate": 0.01, "group_size": 4}
-    assert spec.options == {"warmup_steps": 2, "adam_eps": 1e-6, "adam_betas": [0.9, 0.95]}
-    assert spec.resolved()[1]["options"] == {
-        "decay_steps": 600,
-        "min_lr_ratio": 0.1,
-        **spec.options,
-    }
     with pytest.raises(ConfigError, match="warmup"):  # a bad option fails before any folder
-        RunSpec(options={"warmup": 3}).resolved()
+        resolve_run(Layer("test", {"options": {"warmup": 3}}))
     with pytest.raises(ConfigError, match="options"):
-        RunSpec(options=[1]).resolved()  # type: ignore[arg-type]
+        resolve_run(Layer("test", {"options": [1]}))
     with pytest.raises(ConfigError, match="--option"):
-        spec_from_args(build_parser().parse_args(["train", "--option", "warmup_steps"]))
-    config, run = spec.resolved()
-    assert config["learning_rate"] == 0.01
-    assert config["seed"] == 3
-    assert run["steps"] == 9
-    assert run["history_turns"] == 0  # FrozenLake's training default: the latest board only
-    assert run["env_kwargs"] == {"tool": False}  # FrozenLake's default: text moves only
-    args = build_parser().parse_args(["train", "--env-kwargs", "tool=true"])
-    assert spec_from_args(args).resolved()[1]["env_kwargs"] == {"tool": True}
+        _run("--option", "warmup_steps")
+    assert run.history_turns == 0  # FrozenLake's training default: the latest board only
+    assert run.env_kwargs == {"tool": False}  # FrozenLake's default: text moves only
+    assert _run("--env-kwargs", "tool=true").env_kwargs == {"tool": True}
     with pytest.raises(ConfigError, match="env_kwargs"):
-        RunSpec(env_kwargs=[1]).resolved()  # type: ignore[arg-type]
-    args = build_parser().parse_args(["train", "--train-env-kwargs", "hole_reward=-1"])
-    train_env = spec_from_args(args).resolved()[1]["train_env_kwargs"]
+        resolve_run(Layer("test", {"env_kwargs": [1]}))
+    train_env = _run("--train-env-kwargs", "hole_reward=-1").train_env_kwargs
     assert train_env == {"hole_reward": -1, "edge_reward": -0.5}
     with pytest.raises(ConfigError, match="--train-env-kwargs"):
-        spec_from_args(build_parser().parse_args(["train", "--train-env-kwargs", "[1]"]))
+        _run("--train-env-kwargs", "[1]")
     for flag, window in [("all", None), ("3", 3)]:
-        args = build_parser().parse_args(["train", "--history-turns", flag])
-        assert spec_from_args(args).resolved()[1]["history_turns"] == window
-    bad = spec_from_args(build_parser().parse_args(["train", "--history-turns", "some"]))
+        assert _run("--history-turns", flag).history_turns == window
     with pytest.raises(ConfigError, match="history_turns"):
-        bad.resolved()
+        _run("--history-turns", "some")
 
 
 def test_wilson_interval_matches_a_hand_computed_value():
@@ -218,25 +212,20 @@ def test_eval_command_reports_success_with_a_confidence_interval(capsys):
 
 
 def test_frozenlake_trains_a_random_init_policy_among_the_offered_moves(tmp_path, capsys):
-    from agentgym.cli import build_parser
-    from agentgym.recipes.cli import spec_from_args
-    from agentgym.recipes.run import RunSpec
-
-    run = RunSpec().resolved()[1]
-    assert (run["init"], run["action_choices"]) == ("random", True)
-    run = RunSpec(env="agentgym/Math-v0").resolved()[1]  # no defaults for it: as shipped, free
-    assert (run["init"], run["action_choices"]) == ("format", False)
-    args = build_parser().parse_args(["train", "--init", "format", "--no-action-choices"])
-    run = spec_from_args(args).resolved()[1]
-    assert (run["init"], run["action_choices"]) == ("format", False)
-    assert RunSpec(model="some/dir").resolved()[1]["init"] is None  # a given model is as it is
+    run = resolve_run()
+    assert (run.init, run.action_choices) == ("random", True)
+    run = resolve_run(Layer("test", {"env": "agentgym/Math-v0"}))  # no recipe: as shipped, free
+    assert (run.init, run.action_choices) == ("format", False)
+    run = _run("--init", "format", "--no-action-choices")
+    assert (run.init, run.action_choices) == ("format", False)
+    assert _run("--model", "some/dir").init is None  # a given model is as it is
     for bad, name in [
-        (RunSpec(model="some/dir", init="random"), "init"),
-        (RunSpec(init="zeros"), "init"),
-        (RunSpec(action_choices="yes"), "action_choices"),  # type: ignore[arg-type]
+        ({"model": "some/dir", "init": "random"}, "init"),
+        ({"init": "zeros"}, "init"),
+        ({"action_choices": "yes"}, "action_choices"),
     ]:
         with pytest.raises(ConfigError, match=name):
-            bad.resolved()
+            resolve_run(Layer("test", bad))
 
     out = tmp_path / "run"
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, "--eval-episodes", "0"]) == 0

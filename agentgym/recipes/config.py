@@ -1,0 +1,300 @@
+"""What a training run is: one frozen ``RunConfig``, resolved once from layers of settings.
+
+::
+
+    run = resolve_run(Layer("my.toml", {"steps": 60, "config": {"learning_rate": 1e-3}}))
+    run.steps, run.config.learning_rate, run.options.decay_steps, run.history_turns
+
+Each layer is a mapping in the run-file format (``agentgym train --config FILE``): the run
+fields below at the top, a ``config`` table of algorithm fields, an ``options`` table of trainer
+options, and the ``env_kwargs`` and ``train_env_kwargs`` tables. Lowest first:
+
+1. the recipe of the run's (env, algo), when the package ships one (``find_recipe``);
+2. when resuming, the settings the run recorded in its ``run.json``;
+3. the user's run file;
+4. the flags.
+
+A later layer replaces a value and merges into a table key by key. The merged values are checked
+once, by the field rules of ``agentgym.core.config``; a bad value names its field and the layer
+that set it. ``docs/recipes.md`` tells how recipes are found; ``docs/configuration.md`` lists
+every field.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import time
+import tomllib
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+
+from agentgym.core.config import Config, require
+from agentgym.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentgym.trainers.config import AlgorithmConfig, TrainOptions
+
+__all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window", "resolve_run"]
+
+DEFAULT_ENV = "agentgym/FrozenLake-v0"
+DEFAULT_ALGO = "grpo"
+TABLES = ("config", "options", "env_kwargs", "train_env_kwargs")
+"""The tables of a run file: a layer merges into them key by key."""
+
+
+def history_window(value: int | str | None) -> int | None:
+    """``"all"`` or None -> None (the whole conversation); ``k`` or ``"k"`` (k >= 0) -> k."""
+    if value is None or value == "all":
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        raise ConfigError(
+            "history_turns",
+            value,
+            "must be an int >= 0 or 'all'",
+            "pass e.g. --history-turns 0 (the latest observation) or --history-turns all",
+        )
+    return int(text)
+
+
+def _preset() -> AlgorithmConfig:
+    from agentgym.trainers.config import make_config
+
+    return make_config(DEFAULT_ALGO)
+
+
+def _default_options() -> TrainOptions:
+    from agentgym.trainers.config import TrainOptions
+
+    return TrainOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(Config):
+    """Everything ``agentgym train`` does, resolved: build it with ``resolve_run``."""
+
+    env: str = DEFAULT_ENV
+    """Env id to train on and to evaluate."""
+    algo: str = DEFAULT_ALGO
+    """Algorithm (ppo, grpo, dapo or a registered name): the preset the config table edits."""
+    backend: Literal["torch", "deepspeed"] = "torch"
+    """Training backend."""
+    model: str | None = None
+    """A local model directory to start from; None: the tiny default policy."""
+    init: Literal["format", "random"] | None = "format"
+    """The tiny policy's starting weights: format (shipped, pre-trained on output formats
+    only) or random (initialised from seed; with action choices the policy needs no format).
+    None with a model, which starts as it is."""
+    steps: int = 100
+    """Training updates."""
+    seed: int = 0
+    """Seed of sampling, task order and evaluation; the algorithm config's seed too."""
+    out: str | None = None
+    """Run folder; None: runs/<env>-<algo>-<time>, fixed when the run is resolved."""
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Env arguments for training and evaluation; agentgym eval of the run's model plays the
+    env with them."""
+    train_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Env arguments of training episodes only, over env_kwargs; evaluation plays the env
+    without them (e.g. a penalty that shapes training)."""
+    max_turns: int | None = None
+    """Most turns per training episode; None: the env's own limit (evaluation always plays
+    it)."""
+    history_turns: int | None = None
+    """The policy's context, in training and evaluation: k (the system messages, the
+    observation k turns back and the turns since; 0: the latest observation only), or all
+    (None in run.json): the whole conversation."""
+    action_choices: bool = False
+    """Constrained decoding, in training and evaluation: the policy samples only among the
+    env's info['action_choices'] (FrozenLake's four moves), so RL learns only which action."""
+    micro_batch_tokens: int | None = None
+    """Token budget of a training micro-batch; None: the backend's default."""
+    eval_episodes: int = 128
+    """Episodes of the evaluations before and after training; 0: none."""
+    eval_temperature: float = 1.0
+    """Sampling temperature of the evaluations; 0: greedy."""
+    checkpoint_every: int = 10
+    """Updates between checkpoints."""
+    resume: bool = False
+    """Continue the run in out from its newest checkpoint, with the settings it recorded."""
+    wandb: str | None = None
+    """Also log to this Weights & Biases project (needs wandb)."""
+    show_bar: bool = True
+    """Show a progress bar; --no-progress (show_bar = false) hides it."""
+    config: AlgorithmConfig = field(default_factory=_preset)
+    """The algorithm's config: its preset with the config table's fields (--set) applied."""
+    options: TrainOptions = field(default_factory=_default_options)
+    """Trainer options beside the algorithm: the options table (--option)."""
+
+    _bounds: ClassVar[dict[str, str]] = {
+        "steps": ">= 1",
+        "seed": ">= 0",
+        "max_turns": ">= 1",
+        "micro_batch_tokens": ">= 1",
+        "eval_episodes": ">= 0",
+        "eval_temperature": ">= 0",
+        "checkpoint_every": ">= 1",
+    }
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "history_turns", history_window(self.history_turns))
+        super().__post_init__()
+        require(
+            self.config.algo == self.algo,
+            self,
+            "algo",
+            f"differs from its config's algo {self.config.algo!r}",
+            "build the run with RunConfig.from_dict or resolve_run",
+        )
+        require(
+            self.config.seed == self.seed,
+            self,
+            "seed",
+            f"differs from its config's seed {self.config.seed}",
+            "build the run with RunConfig.from_dict or resolve_run",
+        )
+        if self.model is None:
+            require(self.init is not None, self, "init", "is needed without a model", "pass random")
+        else:
+            require(
+                self.init is None, self, "init", "applies to the tiny policy only", "drop --init"
+            )
+
+    @classmethod
+    def _field_types(cls) -> dict[str, Any]:
+        # The trainer's types load here, not at import: --help reads the docstrings without torch.
+        from agentgym.trainers.config import AlgorithmConfig, TrainOptions
+
+        names = {"AlgorithmConfig": AlgorithmConfig, "TrainOptions": TrainOptions}
+        return typing.get_type_hints(cls, localns=names)
+
+    @classmethod
+    def _unknown_key_rule(cls) -> str:
+        return "is not a run setting"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """A run from the run-file format: its ``config`` table edits the preset of ``algo``
+        (whose seed is the run's), its ``options`` table the trainer options."""
+        from agentgym.trainers.config import TrainOptions, config_class
+
+        cls.check_keys(data)
+        values = dict(data)
+        algo, seed = values.get("algo", DEFAULT_ALGO), values.get("seed", 0)
+        table, options = _table(values, "config"), _table(values, "options")
+        if table.get("seed", seed) != seed:
+            raise ConfigError(
+                "config.seed", table["seed"], f"differs from the run's seed={seed}", "set seed"
+            )
+        build = config_class(algo).from_dict
+        values["config"] = _nested("config", lambda: build({**table, "seed": seed}))
+        values["options"] = _nested("options", lambda: TrainOptions.from_dict(options))
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run-file format (``algo`` and ``seed`` at the top only); ``from_dict`` reads it."""
+        data = super().to_dict()
+        data["config"] = {k: v for k, v in data["config"].items() if k not in ("algo", "seed")}
+        return data
+
+
+def _table(values: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    table = values.get(name, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(name, table, "is not a mapping", f"write a [{name}] table of fields")
+    return table
+
+
+def _nested(prefix: str, build: Any) -> Any:
+    """``build()``, its ``ConfigError`` naming the field inside its table (``config.gamma``)."""
+    try:
+        return build()
+    except ConfigError as error:
+        name = error.name if error.name == "algo" else f"{prefix}.{error.name}"
+        raise ConfigError(name, error.value, error.rule, error.fix) from None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One source of run settings, in the run-file format."""
+
+    source: str
+    """Where the values come from, for error messages: a file, "--set", "the command line"."""
+    values: Mapping[str, Any]
+
+
+def _merge(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, tuple[int, str]]]:
+    """The layers' values, later over earlier, and per key (``config.gamma`` inside a table)
+    the index and source of the layer that set it."""
+    merged: dict[str, Any] = {}
+    setters: dict[str, tuple[int, str]] = {}
+    for index, layer in enumerate(layers):
+        for raw_key, value in layer.values.items():
+            key = raw_key.replace("-", "_")
+            if key in TABLES and isinstance(value, Mapping):
+                merged[key] = {**merged.get(key, {}), **value}
+                setters.update({f"{key}.{k}": (index, layer.source) for k in value})
+            else:
+                merged[key] = value
+            setters[key] = (index, layer.source)
+    return merged, setters
+
+
+def resolve_run(*layers: Layer) -> RunConfig:
+    """The run that ``layers`` (lowest first) describe, over the recipe of its (env, algo)."""
+    merged, _ = _merge(layers)
+    recipe = find_recipe(merged.get("env", DEFAULT_ENV), merged.get("algo", DEFAULT_ALGO))
+    stack = [recipe, *layers] if recipe is not None else list(layers)
+    merged, setters = _merge(stack)
+    if merged.get("model") is not None:
+        # a model given over a lower layer's init (a recipe's) starts as it is; an init given
+        # with it or after it is a mistake that RunConfig reports
+        if "init" not in merged or setters["init"][0] < setters["model"][0]:
+            merged["init"] = None
+    elif "init" in merged and merged["init"] is None:
+        del merged["init"]  # recorded by a run from a model, resumed without it
+    if merged.get("out") is None:
+        name = str(merged.get("env", DEFAULT_ENV)).split("/")[-1]
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        merged["out"] = f"runs/{name}-{merged.get('algo', DEFAULT_ALGO)}-{stamp}"
+    try:
+        return RunConfig.from_dict(merged)
+    except ConfigError as error:
+        _, source = setters.get(error.name, (0, "the default"))
+        rule = f"{error.rule} (set by {source})"
+        raise ConfigError(error.name, error.value, rule, error.fix) from None
+
+
+@functools.cache
+def _recipes() -> dict[tuple[str, str], Layer]:
+    found: dict[tuple[str, str], Layer] = {}
+    root = importlib.resources.files("agentgym.recipes")
+    for folder in sorted(root.iterdir(), key=lambda p: p.name):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir(), key=lambda p: p.name):
+            if not path.name.endswith(".toml"):
+                continue
+            name = f"recipe {folder.name}/{path.name}"
+            data = tomllib.loads(path.read_text())
+            if not isinstance(data.get("env"), str) or not isinstance(data.get("algo"), str):
+                raise ConfigError(name, path.name, "names no env and algo", 'add env = "..."')
+            key = (data["env"], data["algo"])
+            if key in found:
+                raise ConfigError(name, key, f"repeats {found[key].source}", "keep one of them")
+            found[key] = Layer(name, data)
+    return found
+
+
+def find_recipe(env: str, algo: str) -> Layer | None:
+    """The shipped recipe for training ``env`` with ``algo`` (found by the recipe files' own
+    ``env`` and ``algo`` keys); None: the algorithm's preset applies as it is."""
+    return _recipes().get((env, algo))
+
+
+def recipe_names() -> list[str]:
+    """Every shipped recipe, as ``"<env> <algo>: <source>"``."""
+    return [f"{env} {algo}: {layer.source}" for (env, algo), layer in sorted(_recipes().items())]
