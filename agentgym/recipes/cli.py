@@ -106,8 +106,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Settings, lowest first: the recipe of (env, algo) where one is shipped ("
         + "; ".join(recipe_names())
-        + "), with --resume the run's own run.json, the --config file, then these flags. "
-        "Every field and option: docs/configuration.md."
+        + "), with --resume the run's own run.json, the --config file, then these flags; "
+        "a recipe's values replace the defaults shown. Every field and option: "
+        "docs/configuration.md."
     )
     add = parser.add_argument
     add("--config", type=Path, help="a run file (.toml or .json); flags override its values")
