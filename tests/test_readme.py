@@ -8,9 +8,12 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -107,9 +110,11 @@ def test_env_table_matches_agentgym_list(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_train_eval_serve_commands_run(tmp_path: Path) -> None:
-    """The README's train and eval commands, made small: a run folder that eval then reads."""
+    """The README's train, eval and serve commands, made small, on one run folder."""
+    # The other flags in the README's commands are checked by test_agentgym_commands_parse.
     train = [AGENTGYM, "train", "--env", "agentgym/FrozenLake-v0", "--steps", "1"]
-    train += ["--set", "batch_size=8", "--eval-episodes", "0", "--out", "runs/fl", "--no-progress"]
+    train += ["--set", "group_size=2", "--set", "batch_size=4", "--max-turns", "4"]
+    train += ["--eval-episodes", "0", "--out", "runs/fl", "--no-progress"]
     done = run(train, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "runs" / "fl" / "run.json").is_file()
@@ -118,3 +123,34 @@ def test_train_eval_serve_commands_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert 0.0 <= result["success_rate"] <= 1.0
+    [checkpoint] = (tmp_path / "runs" / "fl" / "checkpoints").glob("step-*")
+    assert serves(checkpoint, tmp_path) == 200
+
+
+def serves(checkpoint: Path, cwd: Path) -> int:
+    """Status of ``GET /health`` from ``agentgym serve --model <checkpoint>``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [AGENTGYM, "serve", "--model", str(checkpoint), "--port", str(port)]
+    server = subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(240):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    return r.status
+            except OSError:
+                assert server.poll() is None, server.communicate()[1][-3000:]
+                time.sleep(0.5)
+        raise AssertionError("agentgym serve did not answer within 120 s")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_relative_links_point_at_files() -> None:
+    targets = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", README)
+    assert "docs/README.md" in targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert missing == []
