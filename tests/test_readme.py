@@ -108,7 +108,6 @@ def test_env_table_matches_agentgym_list(tmp_path: Path) -> None:
     assert table == listed
 
 
-@pytest.mark.slow
 def test_train_eval_serve_commands_run(tmp_path: Path) -> None:
     """The README's train, eval and serve commands, made small, on one run folder."""
     # The other flags in the README's commands are checked by test_agentgym_commands_parse.
