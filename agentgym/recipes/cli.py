@@ -96,7 +96,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 def _field_help(name: str) -> str:
     """``RunConfig``'s docstring of ``name`` with its run-file key and its default."""
     (f,) = [f for f in fields(RunConfig) if f.name == name]
-    default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
     text = f"{RunConfig.field_help()[name]} [{name}; default {json.dumps(default)}]"
     return text.replace("%", "%%")  # argparse formats help with %
 
