@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `make test`: lint, the sandbox services (`make services`), then every test, in two pytest runs
+# side by side.
+#
+# The FrozenLake learning tests (tests/recipes/test_frozenlake_learns.py: three `agentgym train`
+# runs, about half an hour on 2 CPUs, the longest test by far) need neither docker nor
+# bubblewrap, so they start first, and the lint, the service set-up (apt, debootstrap, image
+# builds: mostly waiting on the network and the disk) and the rest of the suite run meanwhile.
+# The rest of the suite keeps about one CPU busy, and the learning runs leave one idle once the
+# quicker two are done: side by side they take less time than one after the other. Their output
+# is printed when both are done.
+#
+# Env: VENV (default .venv), MAKE (default make). Fails when the lint, the set-up or a test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+MAKE=${MAKE:-make}
+LEARNING=tests/recipes/test_frozenlake_learns.py
+work=$(mktemp -d "${TMPDIR:-/tmp}/agentgym-test.XXXXXX")
+
+# Job control on while starting it: the learning run gets a process group of its own, so that
+# stopping it (a failed lint, Ctrl-C) also stops its training processes.
+set -m
+# Its own temporary directory and no cache: nothing shared with the other pytest run.
+"$VENV/bin/pytest" -q --durations=5 -p no:cacheprovider --basetemp="$work/tmp" "$LEARNING" \
+    >"$work/learning.log" 2>&1 &
+learning=$!
+set +m
+trap 'kill -TERM -- "-$learning" 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
+
+"$MAKE" --no-print-directory lint services
+require=0
+[[ -f $VENV/.services ]] && require=1
+status=0
+AGENTGYM_REQUIRE_DOCKER=$require "$VENV/bin/pytest" -q --durations=15 --ignore="$LEARNING" \
+    || status=$?
+
+echo "waiting for the learning tests ($LEARNING)"
+learning_status=0
+wait "$learning" || learning_status=$?
+cat "$work/learning.log"
+if ((learning_status)); then
+    echo "the learning tests failed (exit status $learning_status); their runs: $work/tmp"
+else
+    rm -rf "$work"
+fi
+exit $((status || learning_status))
