@@ -136,7 +136,7 @@ FIT_CONFIG: dict[str, Any] = {**CONFIGS["grpo"], "learning_rate": 1e-3, "kl_beta
 
 
 def fit_worker(out: Path, steps: int, kill_in_save: int | None) -> None:
-    """``trainer.fit`` with a checkpoint after every update, resuming from ``out``; with
+    """``fit(trainer, ...)`` with a checkpoint after every update, resuming from ``out``; with
     ``kill_in_save=k`` the process SIGKILLs itself while saving update k, after the temporary
     directory is complete and before it is renamed into place."""
     import signal
