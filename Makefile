@@ -55,7 +55,7 @@ clean-services:
 	rm -f $(VENV)/.services
 
 lint: setup
-	$(BIN)/ruff check agentgym tests benchmarks scripts
+	$(BIN)/ruff check agentgym tests benchmarks scripts examples
 
 # lint, services and every test; the FrozenLake learning tests (half an hour) run beside the
 # lint, the service set-up and the rest of the suite (scripts/run_tests.sh says why).
