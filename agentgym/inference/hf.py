@@ -10,6 +10,9 @@ it), and the event loop keeps serving envs and HTTP while the model computes.
 Sampling follows ``agentgym.inference.sampling_logprobs``; every request has its own
 ``torch.Generator`` (seeded from ``SamplingParams.seed``, else from the engine's seed), so a seeded
 request gives the same tokens whatever else is in the batch, up to float rounding.
+
+The worker task runs only while there is work: an idle engine holds no task, so an engine
+dropped without ``close()`` leaves nothing pending on its loop.
 """
 
 from __future__ import annotations
@@ -209,15 +212,29 @@ class HFEngine:
             self._wake.set()
 
     async def close(self) -> None:
-        """Stop the worker; queued and running requests end with finish_reason "abort"."""
+        """Stop the worker; queued and running requests end with finish_reason "abort".
+
+        The worker is cancelled and awaited on the loop it runs on, whichever loop awaits
+        ``close()``: a task cancelled from another loop would be left pending there.
+        """
         if self._closed:
             return
         self._closed = True
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop():
+            await self._stop()
+        elif loop.is_running():  # another thread's loop
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._stop(), loop))
+        elif not loop.is_closed():  # stopped: run it on a thread, as this one's loop is busy
+            await asyncio.to_thread(loop.run_until_complete, self._stop())
+        self._executor.shutdown(wait=False)
+
+    async def _stop(self) -> None:
+        """``close()`` on the worker's loop: cancel the worker, abort what it held."""
         if self._worker is not None and not self._worker.done():
             async with self._step_lock:
                 self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
-        self._executor.shutdown(wait=False)
         rows = self._batch.clear() + [row for row, _ in self._pending]
         self._pending.clear()
         for row in rows:
@@ -228,22 +245,23 @@ class HFEngine:
 
     def _ensure_worker(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._worker is not None and not self._worker.done() and self._loop is loop:
-            return
-        if self._loop is not None and self._loop is not loop and self._loop.is_running():
-            raise Error(
-                "HFEngine is serving another running event loop. Fix: call it from that "
-                "loop, or make one engine per loop."
-            )
-        self._batch.clear()
-        self._pending.clear()
-        self._futures.clear()
-        self._loop = loop
-        self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._step_lock = asyncio.Lock()
-        self._worker = loop.create_task(self._work(), name="agentgym-hfengine")
+        if self._loop is not loop:
+            if self._loop is not None and self._loop.is_running():
+                raise Error(
+                    "HFEngine is serving another running event loop. Fix: call it from that "
+                    "loop, or make one engine per loop."
+                )
+            # Requests and events of a finished loop can never be resumed on this one.
+            self._batch.clear()
+            self._pending.clear()
+            self._futures.clear()
+            self._loop = loop
+            self._wake = asyncio.Event()
+            self._idle = asyncio.Event()
+            self._idle.set()
+            self._step_lock = asyncio.Lock()
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._work(), name="agentgym-hfengine")
 
     async def _work(self) -> None:
         while True:
@@ -251,8 +269,12 @@ class HFEngine:
             joining = self._admit()
             if not joining and not self._batch.rows:
                 self._idle.set()
+                if not self._pending:
+                    # Nothing queued: end, rather than park a task that outlives an engine
+                    # nobody closes; the next request starts a new worker.
+                    return
                 self._wake.clear()
-                await self._wake.wait()
+                await self._wake.wait()  # requests queued while update_weights pauses
                 continue
             self._idle.clear()
             async with self._step_lock:
