@@ -20,7 +20,14 @@ from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.trainers.collector import episode_task
 
-__all__ = ["EvalResult", "evaluate", "plot_curves", "succeeded", "wilson_interval"]
+__all__ = [
+    "EvalResult",
+    "curves_figure",
+    "evaluate",
+    "plot_curves",
+    "succeeded",
+    "wilson_interval",
+]
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -137,29 +144,138 @@ def _read_metrics(path: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def plot_curves(metrics_path: Path, png_path: Path, title: str = "") -> Path | None:
-    """Reward and success per step from ``metrics.jsonl`` to a PNG; None with no data yet."""
-    rows = _read_metrics(metrics_path)
-    if not rows:
-        return None
-    import matplotlib
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):  # not written yet, or being written
+        return {}
+    return data if isinstance(data, dict) else {}
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
 
+@dataclass(frozen=True)
+class _EvalPoint:
+    label: str
+    step: float
+    success: float
+    ci95: tuple[float, float]
+    episodes: int
+
+
+def _evaluations(out: Path, last_step: float) -> list[_EvalPoint]:
+    """The evaluations before training (``start_eval.json``) and after (``summary.json``)."""
+    summary = _read_json(out / "summary.json")
+    found = [
+        ("before training", 0.0, _read_json(out / "start_eval.json") or summary.get("start")),
+        ("after training", float(summary.get("steps", last_step)), summary.get("end")),
+    ]
+    points = []
+    for label, step, data in found:
+        if isinstance(data, dict) and "success_rate" in data:
+            low, high = data.get("ci95", (data["success_rate"],) * 2)
+            points.append(
+                _EvalPoint(label, step, data["success_rate"], (low, high), data.get("episodes", 0))
+            )
+    return points
+
+
+def _run_settings(out: Path) -> tuple[str, dict[str, Any]]:
+    """``("<env> <algo>", training-only env arguments)`` from the folder's ``run.json``."""
+    data = _read_json(out / "run.json")
+    run = data.get("run") or {}
+    spec = data.get("spec") or run  # older run.json files keep env and algo under "spec"
+    name = f"{spec.get('env') or ''} {spec.get('algo') or ''}".strip()
+    return name, dict(run.get("train_env_kwargs") or {})
+
+
+def _plot_series(ax: Any, rows: list[dict[str, float]], series: list[tuple[str, str]]) -> None:
     steps = [r["step"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    for key, label in (("success_rate", "success"), ("reward_mean", "reward (mean)")):
+    drawn = False
+    for key, label in series:
         if any(key in r for r in rows):
             ax.plot(steps, [r.get(key, math.nan) for r in rows], label=label)
-    ax.set_xlabel("training step")
-    ax.set_ylim(min(-0.1, ax.get_ylim()[0]), 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    ax.set_title(title)
-    fig.tight_layout()
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
+
+
+def _success_panel(ax: Any, rows: list[dict[str, float]], evals: list[_EvalPoint]) -> None:
+    _plot_series(ax, rows, [("success_rate", "training batches (sampled)")])
+    for point, marker in zip(evals, "os", strict=False):
+        low, high = point.ci95
+        ax.errorbar(
+            [point.step],
+            [point.success],
+            yerr=[[point.success - low], [high - point.success]],
+            fmt=marker,
+            capsize=4,
+            label=f"eval {point.label}: {point.success:.2f} "
+            f"[95% CI {low:.2f}, {high:.2f}], {point.episodes} episodes",
+        )
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel("success rate")
+    ax.set_title("success")
+
+
+def _reward_panel(ax: Any, rows: list[dict[str, float]], train_kwargs: dict[str, Any]) -> None:
+    settings = ", ".join(f"{k}={v}" for k, v in train_kwargs.items())
+    series = [
+        ("reward_mean", f"env reward (training-only {settings})" if settings else "env reward")
+    ]
+    both = [r for r in rows if "reward_mean" in r and "shaped_reward_mean" in r]
+    if any(abs(r["shaped_reward_mean"] - r["reward_mean"]) > 1e-9 for r in both):
+        series.append(("shaped_reward_mean", "shaped reward (what the loss saw)"))
+    _plot_series(ax, rows, series)
+    ax.set_ylabel("mean episode return")
+    ax.set_title("reward in training")
+
+
+def curves_figure(run: Path, title: str | None = None) -> Any:
+    """The run folder ``run``'s learning curves as a matplotlib ``Figure``; None before its
+    first update. Panels: success (training batches, and the evaluations before and after
+    training with their 95% intervals), reward, entropy, KL; x: update."""
+    rows = _read_metrics(run / "metrics.jsonl")
+    if not rows:
+        return None
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    name, train_kwargs = _run_settings(run)
+    fig = Figure(figsize=(11, 7.5), dpi=100, layout="constrained")
+    axes = fig.subplots(2, 2, sharex=True)
+    _success_panel(axes[0, 0], rows, _evaluations(run, rows[-1]["step"]))
+    _reward_panel(axes[0, 1], rows, train_kwargs)
+    _plot_series(axes[1, 0], rows, [("entropy", "policy entropy")])
+    axes[1, 0].set_ylabel("entropy (nats per token)")
+    axes[1, 0].set_title("entropy")
+    _plot_series(
+        axes[1, 1],
+        rows,
+        [("kl", "KL to the reference policy"), ("approx_kl", "approx. KL to the sampling policy")],
+    )
+    axes[1, 1].set_ylabel("KL (nats per token)")
+    axes[1, 1].set_title("KL")
+    for ax in axes.flat:
+        ax.set_xlabel("update")
+        ax.tick_params(labelbottom=True)  # sharex hides the top row's update numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize="small")
+    fig.suptitle(title if title is not None else name)
+    return fig
+
+
+def plot_curves(run: Path, png_path: Path | None = None, title: str = "") -> Path | None:
+    """Write ``curves_figure`` of the run folder ``run`` (or of the folder of the
+    ``metrics.jsonl`` given) to ``png_path`` (default: ``curves.png`` in the folder); None with
+    no update yet. Reads only the folder, so it can be re-run after the final evaluation."""
+    run = Path(run)
+    folder = run.parent if run.is_file() or run.suffix == ".jsonl" else run
+    fig = curves_figure(folder, title or None)
+    if fig is None:
+        return None
+    png_path = Path(png_path) if png_path is not None else folder / "curves.png"
     tmp = png_path.with_suffix(".tmp.png")
     fig.savefig(tmp)
-    plt.close(fig)
     tmp.replace(png_path)
     return png_path
