@@ -34,6 +34,8 @@ _BAR_FIELDS = (
     ("ep/s", "episodes_per_s", "{:.2f}"),
 )
 
+_BAR_WIDTH = 20
+
 
 def _last_elapsed(path: Path) -> float:
     lines = path.read_text().splitlines() if path.is_file() else []
@@ -44,6 +46,15 @@ def _bar_text(metrics: dict[str, float]) -> str:
     parts = [
         f"{label} {fmt.format(metrics[key])}" for label, key, fmt in _BAR_FIELDS if key in metrics
     ]
+    return "  ".join(parts)
+
+
+def _fit(text: str, room: int) -> str:
+    """The leading whole fields of ``text`` that fit in ``room`` columns: rich would squeeze
+    the bar's other columns to "3…" first, and a field cut in half reads wrong."""
+    parts = text.split("  ")
+    while parts and len("  ".join(parts)) > room:
+        parts.pop()
     return "  ".join(parts)
 
 
@@ -184,9 +195,11 @@ class _Bar:
         # stderr is drawn above the bar only when it shares the terminal with it; a
         # redirected stderr cannot break the bar, and its file should keep its lines.
         self.routes_stderr = sys.stderr.isatty()
+        # train, the bar, "  3/150", "0:01:38" and the spaces between them; the stats get the rest
+        self.fixed = len("train") + _BAR_WIDTH + 2 * len(str(total)) + 1 + len("0:00:00") + 4
         self.progress = Progress(
             TextColumn("[bold]train"),
-            BarColumn(),
+            BarColumn(bar_width=_BAR_WIDTH),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}"),
@@ -198,7 +211,8 @@ class _Bar:
         self._restore = _route_output(console) if self.routes_stderr else None
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
-        self.progress.update(self.task, completed=step, stats=_bar_text(metrics))
+        room = self.progress.console.width - self.fixed
+        self.progress.update(self.task, completed=step, stats=_fit(_bar_text(metrics), room))
 
     def stop(self) -> None:
         if self._restore is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sys
 import warnings
 
@@ -47,6 +48,29 @@ def test_without_a_terminal_each_update_logs_one_flushed_line(tmp_path):
         assert fields["tok/s"] == f"{5000 + step}"
         assert fields["elapsed"].count(":") == 2
     assert "\x1b[" not in stream.getvalue()  # no terminal control codes in a log file
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_on_a_terminal_the_bar_keeps_its_count_and_drops_whole_fields(
+    tmp_path, monkeypatch, columns
+):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    screen = _Terminal()
+    with RunMonitor(tmp_path, total_steps=150, stream=screen, plot_every=1000) as monitor:
+        monitor(_metrics(3))
+    last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue()).strip().splitlines()[-1]
+    assert "update 3/150" not in screen.getvalue()  # a bar, not log lines
+    assert len(last) <= columns
+    assert "3/150" in last
+    assert "…" not in last
+    assert "reward +" in last or "reward -" in last
+    fields = last.split("  ")
+    assert all(" " in field for field in fields[1:])  # "success 0.30", never "succ"
 
 
 def test_no_progress_prints_nothing(tmp_path):
