@@ -25,7 +25,7 @@ from typing import Any
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
 from agentgym.recipes.config import RunConfig
-from agentgym.recipes.report import EvalResult, evaluate
+from agentgym.recipes.report import EvalResult, evaluate, plot_curves
 from agentgym.trainers.collector import CollectorSource
 
 __all__ = ["train_run"]
@@ -210,4 +210,5 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         run_sync(trainer.engine.close())
     summary["stopped_early"] = stop.requested
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_curves(out, title=f"{run.env} {run.algo}")  # with the evaluations before and after
     return summary

@@ -47,6 +47,8 @@ def test_train_writes_the_run_folder_and_resumes(tmp_path, capsys):
         assert key in row
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # drawn again after the final evaluation, which it marks
+    assert (out / "curves.png").stat().st_mtime_ns >= (out / "summary.json").stat().st_mtime_ns
     assert (out / "checkpoints" / "step-00000002" / "model.safetensors").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2
