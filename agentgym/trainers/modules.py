@@ -80,6 +80,13 @@ class _LogprobEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, s: Tensor, targets: Tensor, with_entropy: bool, masked: bool) -> Any:
+        # fp32 throughout, under autocast too: bf16 would run the entropy's bmm in bf16 and
+        # round the log-probs the ratio is taken of (``s`` is fp32 already).
+        with torch.autocast(s.device.type, enabled=False):
+            return _LogprobEntropy._forward(ctx, s, targets, with_entropy, masked)
+
+    @staticmethod
+    def _forward(ctx: Any, s: Tensor, targets: Tensor, with_entropy: bool, masked: bool) -> Any:
         logp = torch.log_softmax(s, dim=-1)  # [N, V]
         chosen = logp.gather(-1, targets[:, None])[:, 0]
         entropy = chosen.new_zeros(chosen.shape)
@@ -94,6 +101,18 @@ class _LogprobEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_chosen: Tensor | None, grad_entropy: Tensor | None) -> Any:
         logp, targets, entropy = ctx.saved_tensors
+        with torch.autocast(logp.device.type, enabled=False):
+            return _LogprobEntropy._backward(ctx, logp, targets, entropy, grad_chosen, grad_entropy)
+
+    @staticmethod
+    def _backward(
+        ctx: Any,
+        logp: Tensor,
+        targets: Tensor,
+        entropy: Tensor,
+        grad_chosen: Tensor | None,
+        grad_entropy: Tensor | None,
+    ) -> Any:
         if grad_chosen is None and grad_entropy is None:
             return None, None, None, None
         grad = logp.exp()  # p; 0 where s is -inf

@@ -383,3 +383,26 @@ def test_fit_trains_logs_and_keeps_the_newest_checkpoints(tiny, tmp_path):
     ]
     with pytest.raises(ConfigError, match="not an env id, an AgentVectorEnv or an EpisodeSource"):
         fit(trainer, 42, steps=4)
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_a_bf16_autocast_update_runs_and_agrees_with_fp32(tiny, algo):
+    # A GPU's default: autocast to bf16. Log-probs and entropy stay fp32 inside it; an entropy
+    # computed in bf16 once failed to be written into its fp32 result at the first update.
+    config = CONFIGS[algo] | {"entropy_coef": 0.01}
+    episodes = synthetic_episodes(2, 4, seed=21)
+    results = {}
+    for precision in ("bf16", "fp32"):
+        trainer = make(algo, policy=fresh(tiny), config=config, precision=precision)
+        assert trainer.backend.precision == precision
+        before = {k: v.clone() for k, v in trainer.policy_state_dict().items()}
+        metrics = trainer.step(episodes, push_weights=False)
+        assert metrics["update"] == 1
+        assert all(v == v and abs(v) != float("inf") for v in metrics.values()), metrics
+        after = trainer.policy_state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+        assert all(v.dtype == torch.float32 for v in after.values())  # weights stay fp32
+        results[precision] = metrics
+    bf16, fp32 = results["bf16"], results["fp32"]
+    assert bf16["entropy"] == pytest.approx(fp32["entropy"], rel=2e-2)
+    assert bf16["approx_kl"] == pytest.approx(fp32["approx_kl"], abs=1e-2)
