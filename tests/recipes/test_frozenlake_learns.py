@@ -7,11 +7,14 @@ trained): GRPO 0.924-0.969 and DAPO 0.922-0.936 over three runs each. PPO ended 
 in CI with whitened advantages; its defaults now leave them unwhitened, which ended at 0.945,
 0.975 and 0.994 (seeds 0-2, by hand). The runs are seeded, yet which requests share a decoding
 batch depends on timing, so other machines and loads round differently and the trajectory moves
-with them; 512 episodes alone give a 95% interval of about +-0.02. The README has the figures.
+with them; 512 episodes alone give a 95% interval of about +-0.02.
 
 The three runs start together as ``agentgym train`` processes of one torch thread each, so on a
 2-CPU machine the module takes about as long as the slowest two runs side by side rather than
-the three in a row. Figures from the same runs are in the README."""
+the three in a row. ``make test`` runs this module beside the rest of the suite
+(scripts/run_tests.sh): in a full CI-like run on 2 CPUs, GRPO finished in ~55 minutes (0.982
+at the end) and DAPO and PPO had reached updates 148 and 134 of 150 at 60 minutes.
+Figures from the same runs: docs/frozenlake.md."""
 
 from __future__ import annotations
 
@@ -64,7 +67,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # ~30 minutes for the three on 2 CPUs; the suite's default is 300 s
+# ~30 minutes for the three alone on 2 CPUs; beside the rest of the suite and check-extras (as
+# `make test` and .ci/run run them) the slowest took ~70 minutes. The suite's default is 300 s.
+@pytest.mark.timeout(5400)
 @pytest.mark.parametrize("algo", ALGOS)
 def test_the_default_frozenlake_run_wins_most_episodes(runs: dict[str, Path], algo: str) -> None:
     out = runs[algo]
