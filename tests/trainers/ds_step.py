@@ -5,6 +5,7 @@ Run by ``test_backends.py`` (and by hand) as::
 
     .venv/bin/torchrun --nproc_per_node 2 tests/trainers/ds_step.py --out /tmp/ds
     .venv/bin/deepspeed --num_gpus 2 tests/trainers/ds_step.py --out /tmp/ds    # same, slower
+    .venv/bin/torchrun --nproc_per_node 2 tests/trainers/ds_step.py --out /tmp/ds --precision bf16
 
 Without CUDA, DeepSpeed picks its CPU accelerator and the backend uses gloo. For each ZeRO stage
 and algorithm (``CONFIGS``) the script builds the same micro-batched trainer and takes three steps
@@ -164,9 +165,10 @@ NOT_COMPARED = frozenset({"step_s", "tokens_per_s"})
 """Wall-clock metrics; every other metric must agree across backends."""
 
 
-def run_stage(algo: str, stage: int, out: Path) -> dict[str, Any]:
-    """Three steps of ``algo`` at ZeRO ``stage``, a checkpoint after the second, and a trainer
-    from other initial weights that loads it and takes the third step again."""
+def run_stage(algo: str, stage: int, out: Path, precision: str = "fp32") -> dict[str, Any]:
+    """Three steps of ``algo`` at ZeRO ``stage`` in ``precision``, a checkpoint after the
+    second, and a trainer from other initial weights that loads it and takes the third step
+    again."""
     from agentgym import models
     from agentgym.trainers import make
 
@@ -177,6 +179,7 @@ def run_stage(algo: str, stage: int, out: Path) -> dict[str, Any]:
             policy=models.load(seed=seed),
             config=CONFIGS[algo],
             zero_stage=stage,
+            precision=precision,
             micro_batch_tokens=MICRO_BATCH_TOKENS,
         )
 
@@ -190,7 +193,7 @@ def run_stage(algo: str, stage: int, out: Path) -> dict[str, Any]:
     resumed = again.step(three)
     resumed_weights = again.policy_state_dict()
     if first.backend.rank == 0:
-        kept = {k: v.cpu().clone() for k, v in weights.items()}
+        kept = {k: v.float().cpu().clone() for k, v in weights.items()}
         torch.save(kept, out / f"{algo}-zero{stage}.pt")
     gap = max((resumed_weights[k] - w).abs().max().item() for k, w in weights.items())
     return {"steps": steps, "resumed": resumed, "resumed_weight_gap": gap}
@@ -201,6 +204,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--algos", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--local_rank", type=int, default=None)  # passed by `deepspeed`
     parser.add_argument("--fit-worker", action="store_true", help="run fit_worker instead")
     parser.add_argument("--steps", type=int, default=6)
@@ -214,7 +218,7 @@ def main(argv: list[str]) -> int:
     results: dict[str, Any] = {}
     for algo in args.algos:
         for stage in args.stages:
-            results[f"{algo}-zero{stage}"] = run_stage(algo, stage, args.out)
+            results[f"{algo}-zero{stage}"] = run_stage(algo, stage, args.out, args.precision)
     results["world_size"] = torch.distributed.get_world_size()
     if torch.distributed.get_rank() == 0:
         (args.out / "results.json").write_text(json.dumps(results, indent=2))

@@ -158,3 +158,57 @@ def test_deepspeed_zero_0_to_3_on_two_processes_match_torch(deepspeed_runs, algo
             k: third[k] for k in third.keys() - NOT_COMPARED
         }
         assert run["resumed_weight_gap"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def deepspeed_bf16_runs(tmp_path_factory):
+    """``ds_step.py`` in DeepSpeed's bf16 mode (bf16 weights and activations, fp32 master
+    weights in the optimizer) on two processes at ZeRO 0-3."""
+    out = tmp_path_factory.mktemp("deepspeed-bf16")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", "2", "tests/trainers/ds_step.py", "--out", str(out)]
+    command += ["--precision", "bf16"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fp32_reference():
+    """The torch backend's fp32 metrics and weights on ``ds_step``'s batches, per algorithm."""
+    found = {}
+    for algo in sorted(CONFIGS):
+        trainer = make(algo, policy=models.load(seed=0), config=CONFIGS[algo], precision="fp32")
+        steps = [trainer.step(batch) for batch in batches(algo)]
+        found[algo] = steps, trainer.policy_state_dict()
+    return found
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_a_deepspeed_bf16_update_at_zero_stage(deepspeed_bf16_runs, fp32_reference, stage):
+    # bf16 weights and activations round the log-probs' inputs, not the log-probs: the
+    # log-softmax and the entropy run in fp32 on the bf16 logits, so a bf16 update tracks fp32.
+    out, results = deepspeed_bf16_runs
+    for algo, (expected, weights) in fp32_reference.items():
+        run = results[f"{algo}-zero{stage}"]
+        for step, (a, b) in enumerate(zip(expected, run["steps"], strict=True)):
+            assert all(v == v and abs(v) != float("inf") for v in b.values()), (step, b)
+            for key in ("loss", "approx_kl"):
+                assert b[key] == pytest.approx(a[key], abs=2e-3), (algo, step, key)
+            for key in ("entropy", "grad_norm"):
+                assert b[key] == pytest.approx(a[key], rel=2e-2), (algo, step, key)
+        gathered = torch.load(out / f"{algo}-zero{stage}.pt", weights_only=True)
+        initial = models.load(seed=0)[0].state_dict()
+        changed = sum(int((gathered[k] != initial[k].bfloat16().float()).sum()) for k in weights)
+        assert changed > 1000  # the fp32 master weights moved some bf16 weights
+        steps = len(expected) * CONFIGS[algo]["num_minibatches"]
+        drift = 2 * steps * CONFIGS[algo]["learning_rate"]  # Adam moves a weight ≤ lr a step
+        for name, tensor in weights.items():  # the fp32 update's weights, rounded to bf16
+            torch.testing.assert_close(gathered[name], tensor, rtol=2**-8, atol=drift)
+        # Resuming restores the fp32 master weights: the third step repeats exactly.
+        third, resumed = run["steps"][2], run["resumed"]
+        assert {k: resumed[k] for k in resumed.keys() - NOT_COMPARED} == {
+            k: third[k] for k in third.keys() - NOT_COMPARED
+        }
+        assert run["resumed_weight_gap"] == 0.0
