@@ -1,0 +1,91 @@
+"""``MiniWoBEnv``: curated MiniWoB++ tasks in a real Chromium (``agentgym/MiniWoB-v0``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym.envs.web.env import WebEnv
+from agentgym.envs.web.miniwob.site import MiniWoBSite
+from agentgym.envs.web.miniwob.tasks import MIX, select_tasks
+
+__all__ = ["MiniWoBEnv"]
+
+
+class MiniWoBEnv(WebEnv):
+    """Do a MiniWoB++ task (click a button, fill a form, pick from a list...) in a real Chromium.
+
+    Description:
+        MiniWoB++ (Liu et al. 2018) pages from the ``miniwob`` package, served offline through
+        request interception on ``http://miniwob.agentgym.test``. ``task=`` picks one of the
+        curated tasks (:data:`agentgym.envs.web.miniwob.tasks.CURATED`: ones the element-id
+        actions can solve, each with a declared difficulty 0-2) or ``"mix"`` (all of them;
+        ``reset(seed=s)`` picks one, ``options={"task_id": "click-button"}`` pins one). The
+        page's generator is seeded with the episode seed (``Math.seedrandom``), so a seed fixes
+        the problem: the same instruction and the same page.
+
+    Observation:
+        As ``agentgym/Web-v0``: on reset a system message with the action grammar and a user
+        message with the instruction (the page's own utterance, e.g. ``Click on the "Ok"
+        button.``) and the page as text (``[3] button "Ok"``); each step adds the new page, the
+        focused element and the last action's error. MiniWoB's display (instruction box,
+        reward and timer panel) is hidden from the page.
+
+    Action:
+        ``click(id)``, ``fill(id, "text")``, ``select_option(id, "value")``, ``press("Enter")``,
+        ``hover(id)``, ``scroll("down")``, ``go_back()``, ``goto("/path")``, ``stop("answer")``,
+        as text or as tool calls (see ``agentgym/Web-v0``).
+
+    Tools:
+        One tool per action, schemas in ``info["tools"]`` on reset (as ``agentgym/Web-v0``).
+
+    Reward:
+        MiniWoB's raw reward, before its time discount, on the step that ends the task: 1.0 for
+        a solved task, -1.0 for a wrong answer (a wrong button, a wrong text), a fraction in
+        between for partly right answers of some tasks; 0.0 on every other step and when the
+        agent leaves the task page. ``info["success"]`` is True when the raw reward is 1.0.
+        ``info["reward_components"]`` holds ``{"miniwob": ...}`` and the env's
+        ``invalid_action`` part.
+
+    Episode end:
+        Terminated when MiniWoB ends the task (a decisive click or submit) or the agent leaves
+        the task page or calls ``stop``; truncated after ``max_steps`` steps. MiniWoB's own
+        10-second episode timer is disabled: the step limit bounds an episode instead, so a
+        slow model is not penalised for thinking.
+
+    Arguments:
+        task: a curated task name, a sequence of names, or ``"mix"`` (default). An unknown
+            name raises ``ConfigError`` listing the names.
+        max_steps: steps before truncation (10 by default: every curated task needs at most 5).
+        viewport: the page size in pixels; MiniWoB's pages are 160x210.
+        **kwargs: the other arguments of ``agentgym/Web-v0``'s ``WebEnv`` (``action_choices``,
+            ``max_obs_chars``, ``invalid_action_penalty``, ``screenshot_in_info``,
+            ``recycle_every``, ``step_timeout``, ``settle_timeout``, ``tool``, ``tool_parser``,
+            ``render_mode``).
+
+    Sandbox:
+        Isolated: each episode's cookies, storage and page state live in their own browser
+        context; the browser reaches nothing but the intercepted origin (every other request is
+        aborted), so a page cannot talk to the network. The pages are the ``miniwob`` package's
+        own files, read from the installed package. Not isolated: all episodes of a worker share
+        one Chromium process (recycled every ``recycle_every`` episodes), run with
+        ``--no-sandbox``; consecutive episodes of the same task may reuse the loaded page
+        (MiniWoB restarts its task in place, as its own env does), so JS globals a page does not
+        reset can carry over between such episodes.
+
+    Version history:
+        v0: first version.
+    """
+
+    def __init__(
+        self,
+        *,
+        task: str | Sequence[str] = MIX,
+        max_steps: int = 10,
+        viewport: tuple[int, int] = (480, 360),
+        **kwargs: Any,
+    ) -> None:
+        self.miniwob_tasks = select_tasks(task)
+        super().__init__(
+            site=MiniWoBSite(self.miniwob_tasks), max_steps=max_steps, viewport=viewport, **kwargs
+        )
