@@ -61,6 +61,11 @@ _UTTERANCE = """() => {
 _RESTART = """({seed, path, maxMs}) => {
   if (window.__agentgymMiniwob !== true || location.pathname !== path) return false;
   if (document.activeElement) document.activeElement.blur();
+  // ids as a freshly loaded page would give them (reset(seed=s) must not depend on history)
+  document.querySelectorAll('[data-agentgym-id]').forEach(function (e) {
+    e.removeAttribute('data-agentgym-id');
+  });
+  delete window.__agentgymNext;
   Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = maxMs;
   core.startEpisodeReal();
