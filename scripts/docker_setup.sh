@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make the docker sandbox backend usable on a Debian machine, as root; safe to run again.
 #
-#   1. apt-installs what is missing of docker.io, debootstrap, bubblewrap (the local backend);
+#   1. apt-installs what is missing of docker.io, debootstrap, bubblewrap (the local backend),
+#      and chromium (the web envs);
 #   2. starts dockerd (--iptables=false --bridge=none: sandboxes have no network anyway) in the
 #      background when no daemon answers, logging to $AGENTGYM_DOCKERD_LOG, and waits for it;
 #   3. builds the project's Python image (python -m agentgym.sandbox.images build) when missing,
@@ -31,6 +32,9 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 # The SWE env's local backend runs the host's /usr/bin/python3 with Debian's pytest, and git.
 command -v git >/dev/null || missing+=(git)
 /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+# Not docker's, but installed in the same apt run: the web envs' Chromium (Web-v0, MiniWoB-v0),
+# which Playwright drives through $AGENTGYM_CHROMIUM or `chromium` on PATH.
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
     log "apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

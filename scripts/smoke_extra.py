@@ -9,6 +9,7 @@ Run it from outside the source tree, so that ``import agentgym`` finds the insta
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,7 +18,10 @@ from pathlib import Path
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 AGENTGYM = str(SCRIPTS / "agentgym")
-OPTIONAL = ("torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "deepspeed")
+OPTIONAL = (
+    "torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "deepspeed",
+    "playwright",
+)
 
 
 def cli(*args: str, stdin: str = "", status: int = 0) -> str:
@@ -102,6 +106,28 @@ def docker(scratch: Path) -> None:
     python("import docker\nfrom agentgym.sandbox import DockerSandbox\nprint(DockerSandbox)")
 
 
+def web(scratch: Path) -> None:
+    # The JS walker ships as package data; Playwright's async API imports.
+    python(
+        "from playwright.async_api import async_playwright\n"
+        "from agentgym.envs.web.observe import walker_source\n"
+        "assert 'data-agentgym-id' in walker_source()\n"
+    )
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        make_and_reset("agentgym/Web-v0")
+        return
+    # No Chromium on this machine (the extra cannot install one): the reset names the fix.
+    said = python(
+        "import gymnasium as gym, agentgym, agentgym.error\n"
+        "env = gym.make('agentgym/Web-v0')\n"
+        "try:\n"
+        "    env.reset(seed=0)\n"
+        "except agentgym.error.Error as e:\n"
+        "    print(e)\n"
+    )
+    assert "apt-get install chromium" in said, said
+
+
 def models(scratch: Path) -> None:
     python(
         "import asyncio\n"
@@ -162,6 +188,7 @@ CHECKS: dict[str, Callable[[Path], None]] = {
     "math": math,
     "mcp": mcp,
     "docker": docker,
+    "web": web,
     "models": models,
     "train": train,
     "deepspeed": deepspeed,

@@ -66,3 +66,21 @@ def register_builtin_envs() -> None:
         extras=("mcp",),
         description="Do a task with an MCP server's tools (default: the shipped store server).",
     )
+    register(
+        "agentgym/Web-v0",
+        "agentgym.envs.web:WebEnv",
+        family="Web",
+        tags=("web", "browser", "multi-turn", "tools"),
+        extras=("web",),  # and Debian's chromium (apt-get install chromium)
+        # invalid_action_penalty is 0 by default; the site's reward lies in [0, 1].
+        reward_range=(0.0, 1.0),
+        description="Shop in the embedded web shop (or your own site) with a real Chromium.",
+    )
+    register(
+        "agentgym/MiniWoB-v0",
+        "agentgym.envs.web.miniwob:MiniWoBEnv",
+        family="Web",
+        tags=("web", "browser", "multi-turn", "tools", "miniwob"),
+        extras=("web",),
+        description="MiniWoB++ tasks (click, type, forms) in a real Chromium.",
+    )
