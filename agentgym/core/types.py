@@ -122,6 +122,10 @@ class Episode:
     A trainer scores a constrained turn's tokens under the same restriction
     (``agentgym.inference.choice_next_tokens``); a token that was the only one allowed was
     forced, not sampled, and has ``loss_mask`` 0."""
+    weight_versions: list[int | None] = field(default_factory=list)
+    """Per assistant turn (aligned with ``turn_spans``), the engine's weight version that
+    sampled it (``Completion.weight_version``: the policy updates it had received; None
+    where the engine does not say)."""
     metrics: dict[str, float] = field(default_factory=dict)
     trainable: bool = True
     group: int | None = None

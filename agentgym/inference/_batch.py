@@ -107,7 +107,7 @@ class RunningBatch:
             use_cache=True,
             **kwargs,
         )
-        return out.logits[:, -1].float().cpu()  # [B, V]
+        return out.logits[:, -1].float()  # [B, V], left on the model's device
 
     def _decode(self) -> torch.Tensor:
         assert self.cache is not None
@@ -121,7 +121,7 @@ class RunningBatch:
             fused = self.fused(
                 ids.to(device), self.mask.to(device), positions.to(device), self.cache
             )
-            logits = fused.float().cpu()
+            logits = fused.float()
         self.positions = self.positions + 1
         return logits
 
@@ -143,7 +143,7 @@ class RunningBatch:
         if len(distinct) < len(joining):
             index = torch.tensor(owner)
             cache.batch_select_indices(index.to(self.device))
-            logits, mask = logits[index], mask[index]
+            logits, mask = logits[index.to(logits.device)], mask[index]
         self._join(joining, cache, mask)
         return logits
 
@@ -245,8 +245,12 @@ class RunningBatch:
             )
         tokens = sample_rows(logprobs, [p.greedy for p in params], [r.generator for r in self.rows])
         chosen = logprobs.gather(1, tokens[:, None])[:, 0]
+        # The only copy from the device per step: B token ids and their logprobs (ids are
+        # exact in float64), never the [B, V] logits.
+        picked = torch.stack([tokens.double(), chosen.double()]).cpu()
+        ids, values = picked[0].long().tolist(), picked[1].tolist()
         for row, token, logprob, used in zip(
-            self.rows, tokens.tolist(), chosen.tolist(), self.positions.tolist(), strict=True
+            self.rows, ids, values, self.positions.tolist(), strict=True
         ):
             row.tokens.append(token)
             row.logprobs.append(logprob)

@@ -57,6 +57,9 @@ class EngineStats:
     """Prompts that continued a kept cache (see ``prefix_cache_bytes``)."""
     prefix_tokens: int = 0
     """Prompt tokens those hits did not have to prefill."""
+    weights_copied: int = 0
+    """Tensors the latest ``update_weights`` copied: 0 where every tensor it got is the model's
+    own parameter (an engine sharing the trainer's weights; the update is a version bump)."""
     decode_threads: dict[int, int] = field(default_factory=dict)
     """Batch-size bucket (its largest row count) -> torch threads its decode steps run on now, as
     their latest timings found fastest (``threads=None`` on a CPU with more than one thread;
@@ -193,7 +196,12 @@ class HFEngine:
         self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]
     ) -> None:
         """Copy ``weights`` (a state dict, or a directory of ``*.safetensors``) into the model in
-        place. New requests wait; running ones finish on the old weights first."""
+        place. New requests wait; running ones finish on the old weights first.
+
+        A tensor that already is the model's own (same storage, as when the engine shares the
+        trainer's parameters) is not copied: the update then only bumps ``weight_version`` and
+        drops the prefix cache. Tensors on another device are copied straight to the model's
+        (GPU to GPU without passing through the CPU)."""
         if self._closed:
             raise EngineClosedError(
                 "HFEngine.update_weights() after close(). Fix: make a new engine."
@@ -313,10 +321,17 @@ class HFEngine:
             torch.set_num_threads(threads)
             self._worker_threads = threads
         start = time.perf_counter()
-        with torch.inference_mode():
-            if joining and self._batch.rows:
-                self.stats.joins += 1
-            finished = self._batch.step(joining, self.weight_version)
+        training = self.model.training  # a model shared with a trainer that set train()
+        if training:
+            self.model.eval()
+        try:
+            with torch.inference_mode():
+                if joining and self._batch.rows:
+                    self.stats.joins += 1
+                finished = self._batch.step(joining, self.weight_version)
+        finally:
+            if training:
+                self.model.train()
         if tuner is not None:
             tuner.record(rows, threads, time.perf_counter() - start)
             self.stats.decode_threads = tuner.chosen
@@ -375,15 +390,31 @@ class HFEngine:
             self._prefixes.clear()  # caches computed by the old weights
         if isinstance(weights, str | os.PathLike):
             weights = _read_safetensors(Path(weights))
-        with torch.no_grad():
-            result = self.model.load_state_dict(dict(weights), strict=False)
-        if result.unexpected_keys:
+        own = self.model.state_dict()
+        unexpected = sorted(name for name in weights if name not in own)
+        if unexpected:
             raise ConfigError(
                 "weights",
-                sorted(result.unexpected_keys)[:5],
+                unexpected[:5],
                 "are not parameters of this model",
                 "pass model.state_dict() keys",
             )
+        changed = {name: t for name, t in weights.items() if not _same_tensor(t, own[name])}
+        if changed:
+            with torch.no_grad():
+                self.model.load_state_dict(changed, strict=False)
+        self.stats.weights_copied = len(changed)
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` is ``b``'s very storage (a detached view of the same parameter)."""
+    return (
+        a.data_ptr() == b.data_ptr()
+        and a.device == b.device
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.stride() == b.stride()
+    )
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

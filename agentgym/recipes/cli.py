@@ -87,6 +87,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--eval-temperature", "eval_temperature", {"type": float}),
     ("--checkpoint-every", "checkpoint_every", {"type": int}),
     ("--micro-batch-tokens", "micro_batch_tokens", {"type": int}),
+    ("--engine-device", "engine_device", {"metavar": "auto|cpu|cuda|cuda:N"}),
     ("--resume", "resume", {"action": "store_true"}),
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import re
 import time
 import tomllib
 import typing
@@ -112,6 +113,10 @@ class RunConfig(Config):
     env's info['action_choices'] (FrozenLake's four moves), so RL learns only which action."""
     micro_batch_tokens: int | None = None
     """Token budget of a training micro-batch; None: the backend's default."""
+    engine_device: str = "auto"
+    """Where the inference engine generates: auto (the trainer's device, sharing the policy's
+    weights, so a weight push is a version bump), cpu, cuda or cuda:N (a copy of the policy
+    there, updated device to device after each update)."""
     eval_episodes: int = 128
     """Episodes of the evaluations before and after training; 0: none."""
     eval_temperature: float = 1.0
@@ -155,6 +160,13 @@ class RunConfig(Config):
             "seed",
             f"differs from its config's seed {self.config.seed}",
             "build the run with RunConfig.from_dict or resolve_run",
+        )
+        require(
+            re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.engine_device)) is not None,
+            self,
+            "engine_device",
+            "is not auto, cpu, cuda or cuda:N",
+            "pass e.g. --engine-device cuda:0",
         )
         if self.model is None:
             require(self.init is not None, self, "init", "is needed without a model", "pass random")

@@ -13,7 +13,6 @@ Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues f
 
 from __future__ import annotations
 
-import copy
 import json
 import signal
 import time
@@ -78,14 +77,14 @@ def _prepare_out(run: RunConfig, out: Path) -> None:
 
 
 def _build(run: RunConfig) -> tuple[Any, Any]:
-    """The trainer (policy from ``run.model``) and the collector on an engine of its own."""
+    """The trainer (policy from ``run.model``) and the collector on its engine
+    (``colocated_engine``: on the trainer's device, sharing its weights, by default)."""
     from agentgym import models
-    from agentgym.inference import HFEngine
+    from agentgym.trainers.colocate import colocated_engine
     from agentgym.trainers.trainer import make
 
     seed = run.seed if run.init == "random" else None
     model, tokenizer = models.load(run.model, seed=seed)
-    engine = HFEngine(copy.deepcopy(model), tokenizer, seed=run.seed)
     backend_options = {}
     if run.micro_batch_tokens is not None:
         backend_options["micro_batch_tokens"] = run.micro_batch_tokens
@@ -95,9 +94,9 @@ def _build(run: RunConfig) -> tuple[Any, Any]:
         policy=(model, tokenizer),
         config=run.config,
         options=run.options,
-        engine=engine,
         **backend_options,
     )
+    engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
     source = CollectorSource(
         engine,
         run.env,

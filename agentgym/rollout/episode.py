@@ -114,6 +114,7 @@ class EpisodeBuilder:
         episode.loss_mask.extend(_sampled(ids, choices))
         episode.logprobs.extend(float(x) for x in logprobs)
         episode.turn_spans.append((start, len(episode.token_ids)))
+        episode.weight_versions.append(completion.weight_version)
         if choices is not None:
             episode.turn_choices.append(choices)
         if not completion.trainable:

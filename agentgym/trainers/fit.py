@@ -13,7 +13,6 @@ Resuming loads the newest complete checkpoint, restores the source's position fr
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -54,10 +53,11 @@ class MetricsLog:
             os.fsync(f.fileno())
 
 
-def _source_for(trainer: Trainer, target: Any) -> EpisodeSource:
+def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSource:
     """``target`` itself when it is a source; for an env id or an ``AgentVectorEnv``, the rollout
-    collector sampling from an ``HFEngine`` on a copy of the policy (attached to the trainer, so
-    it gets the new weights after every update)."""
+    collector sampling from the trainer's engine, or else an ``HFEngine`` on ``engine_device``
+    (``colocated_engine``: on the trainer's device sharing its weights by default; attached to
+    the trainer, so it gets the new weights after every update)."""
     if isinstance(target, EpisodeSource):
         return target
     from agentgym.vector import AgentVectorEnv
@@ -69,15 +69,13 @@ def _source_for(trainer: Trainer, target: Any) -> EpisodeSource:
             "is not an env id, an AgentVectorEnv or an EpisodeSource",
             "pass e.g. 'agentgym/FrozenLake-v0'",
         )
-    from agentgym.inference import HFEngine
     from agentgym.trainers.collector import CollectorSource
+    from agentgym.trainers.colocate import colocated_engine
 
     config = trainer.config
     engine = trainer.engine
     if engine is None:
-        policy = copy.deepcopy(trainer.module.policy).to("cpu")
-        engine = HFEngine(policy, trainer.tokenizer, seed=config.seed)
-        trainer.attach_engine(engine)
+        engine, _ = colocated_engine(trainer, engine_device)
     return CollectorSource(
         engine,
         target,
@@ -141,6 +139,7 @@ def fit(
     resume: bool = True,
     on_metrics: Callable[[dict[str, float]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    engine_device: str = "auto",
 ) -> list[dict[str, float]]:
     """Train until ``trainer.step_count == steps``; returns this call's update metrics.
 
@@ -154,6 +153,9 @@ def fit(
         on_metrics: Called with each update's metrics (progress bars, TensorBoard).
         should_stop: Asked after each update; True ends the run early, after a checkpoint
             (how ``agentgym train`` stops cleanly on Ctrl-C).
+        engine_device: Where the ``HFEngine`` made for an env id runs: ``auto`` (the trainer's
+            device, sharing the policy's weights; see ``agentgym.trainers.colocate``), ``cpu``,
+            ``cuda`` or ``cuda:N``. Unused when the trainer has an engine attached.
     """
     for name, value in (
         ("steps", steps),
@@ -162,7 +164,7 @@ def fit(
     ):
         if value < 1:
             raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
-    episodes = _source_for(trainer, source)
+    episodes = _source_for(trainer, source, engine_device)
     run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints)
     if run is not None:
         run.start(episodes, resume)
