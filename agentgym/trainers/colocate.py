@@ -21,8 +21,9 @@ The engine gets a copy of the policy instead when sharing cannot work:
 - ZeRO-3 parameter offload: the parameters live on the CPU between uses; as ZeRO-3, plus the
   gather's host-to-device transfer that the offload implies.
 
-A LoRA policy (a ``peft`` model) is shared as it is: the engine runs the adapter's forward, which
-is exactly the policy; an engine elsewhere (a server) needs merged weights instead.
+A LoRA policy is shared as it is: the engine runs the adapters' forward, which is exactly the
+policy. An engine elsewhere gets a plain model (no adapters) with the merged weights,
+``W + (alpha / rank) B A``, merged again on the trainer's device at each push.
 """
 
 from __future__ import annotations
@@ -87,9 +88,10 @@ def shares_weights(policy: torch.nn.Module, device: torch.device) -> bool:
 def _engine_copy(trainer: Trainer, device: torch.device) -> torch.nn.Module:
     """A copy of the policy on ``device`` (collective under ZeRO-3: every rank calls it)."""
     policy = trainer.module.policy
-    if not _partitioned(policy):
+    if not _partitioned(policy) and getattr(trainer, "lora", None) is None:
         return copy.deepcopy(policy).to(device)
-    state = trainer.policy_state_dict()  # gathered on the trainer's device
+    # the plain model's weights: gathered on the trainer's device, LoRA merged
+    state = trainer.policy_state_dict()
     dtype = next(iter(state.values())).dtype
     model = type(policy)._from_config(policy.config, torch_dtype=dtype).to(device)
     with torch.no_grad():

@@ -141,3 +141,23 @@ def test_collected_episodes_record_the_weight_version_that_sampled_them():
         assert episode.weight_versions == [0] * len(episode.turn_spans)
     for episode in second:
         assert episode.weight_versions == [1] * len(episode.turn_spans)
+
+
+def test_a_lora_policy_is_shared_and_a_copy_elsewhere_takes_the_merged_weights():
+    from agentgym.trainers.colocate import _engine_copy
+
+    trainer = make(
+        "grpo", policy=models.load(seed=0), config=CONFIGS["grpo"], options={"lora_rank": 4}
+    )
+    engine, shared = colocated_engine(trainer)
+    assert shared  # the adapters' forward is the policy
+    run_sync(engine.close())
+    plain = _engine_copy(trainer, torch.device("cpu"))  # what another device would get
+    assert not any("lora" in name for name in plain.state_dict())
+    other = HFEngine(plain, trainer.tokenizer)
+    trainer.attach_engine(other)
+    trainer.step(synthetic_episodes(2, 4, seed=3))
+    merged = trainer.policy_state_dict()
+    for name, tensor in other.model.state_dict().items():
+        assert torch.equal(tensor, merged[name]), name
+    run_sync(other.close())
