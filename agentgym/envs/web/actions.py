@@ -51,7 +51,7 @@ GRAMMAR = (
 )
 _MAX_CHARS = 20_000
 _CALL = re.compile(r"\b(" + "|".join(SIGNATURES) + r")\s*\(.*\)", re.DOTALL)
-_FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?:[\w+-]*\n)?(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def from_arguments(name: str, arguments: Mapping[str, Any]) -> WebAction | str:
     params = SIGNATURES.get(name)
     if params is None:
         return f"unknown action {clip(name, 40)!r}; actions: {GRAMMAR}"
-    extra = sorted(set(arguments) - set(params))
+    extra = sorted(str(k) for k in set(arguments) - set(params))
     if extra:
         return f"{name} takes {', '.join(params) or 'no arguments'}, not {', '.join(extra)}"
     args = dict(arguments)
@@ -279,8 +279,7 @@ async def perform(
             height = (page.viewport_size or {"height": 720})["height"]
             await page.mouse.wheel(0, (0.8 if args["direction"] == "down" else -0.8) * height)
         elif action.name == "go_back":
-            if await page.go_back(timeout=ms, wait_until="commit") is None:
-                return "there is no previous page"
+            return await _go_back(page, ms, allowed)
         elif action.name == "goto":
             url = urljoin(page.url, args["url"])
             if origin_of(url) not in allowed:
@@ -292,6 +291,17 @@ async def perform(
         if "Unknown key" in str(e) or "Timeout" in type(e).__name__ or "Timeout" in str(e):
             return f"{action.text()} failed: {_first_line(e)}"
         raise
+
+
+async def _go_back(page: Page, ms: float, allowed: Sequence[str]) -> str | None:
+    before = page.url
+    response = await page.go_back(timeout=ms, wait_until="commit")
+    if origin_of(page.url) not in allowed:  # the blank page the episode's tab started on
+        await page.go_forward(timeout=ms, wait_until="commit")
+        return "there is no previous page on this site"
+    if response is None and page.url == before:
+        return "there is no previous page"
+    return None
 
 
 async def _on_element(page: Page, action: WebAction, view: PageView, ms: float) -> str | None:

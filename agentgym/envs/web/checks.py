@@ -13,8 +13,8 @@ Checks, all of which must pass for ``success`` (the reward is the product of the
 - ``{"js": "() => boolean"}``: a predicate, your own JS for your own site, run on the page;
 - ``{"answer": "..."}``: the ``stop(answer)`` text equals it (case and outer spaces ignored) or
   fully matches it as a regular expression;
-- ``{"http": "http://127.0.0.1:8000/grade"}``: a POST of ``{"task_id", "url", "answer"}`` as
-  JSON; the site answers ``{"reward": float, "success": bool}``.
+- ``{"http": "/grade"}``: a POST of ``{"task_id", "url", "answer"}`` as JSON to that URL
+  (relative to ``start_url``); the site answers ``{"reward": float, "success": bool}``.
 
 By default the episode ends as soon as every check passes or when the agent calls ``stop``; a task
 with ``"until_stop": true`` is graded only when the agent stops (for checks that pass early).
@@ -120,6 +120,22 @@ def _post(url: str, payload: dict[str, Any], timeout: float) -> tuple[float, boo
     return float(verdict["reward"]), bool(verdict["success"])
 
 
+async def _predicate(page: Page, source: str, timeout: float) -> bool:
+    """A ``js`` check: the predicate's truth; one that throws (the page is not in the state it
+    expects) fails, unless the browser itself is gone."""
+    from playwright.async_api import Error as PlaywrightError
+
+    from agentgym.envs.web.browser import is_browser_gone
+
+    try:
+        async with deadline(timeout, "js check"):
+            return bool(await page.evaluate(source))
+    except PlaywrightError as e:
+        if is_browser_gone(e):
+            raise
+        return False
+
+
 class OwnSite:
     """A site of the user's: a real server at ``start_url`` with tasks graded by checks."""
 
@@ -173,12 +189,12 @@ class OwnSite:
             async with deadline(self.timeout, "text check"):
                 passed = value in await page.evaluate("() => document.body?.innerText ?? ''")
         elif kind == "js":
-            async with deadline(self.timeout, "js check"):
-                passed = bool(await page.evaluate(value))
+            passed = await _predicate(page, value, self.timeout)
         else:
             payload = {"task_id": task.task_id, "url": page.url, "answer": answer}
             async with deadline(self.timeout + 1, "http check"):
-                return await asyncio.to_thread(_post, value, payload, self.timeout)
+                url = urljoin(self.start_url, value)
+                return await asyncio.to_thread(_post, url, payload, self.timeout)
         return (1.0 if passed else 0.0), passed
 
     async def close(self, context: BrowserContext) -> None:
