@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from agentgym.envs.web.shop import pages
@@ -75,13 +76,19 @@ def _html(status: int, text: str) -> Response:
     return Response(status, _HTML, text.encode())
 
 
+@lru_cache(maxsize=1)
+def _shipped_index() -> SearchIndex:
+    return SearchIndex(load_catalog())
+
+
 class ShopApp:
     """The shop over a catalogue (the shipped one by default), with a session per id."""
 
     def __init__(self, catalog: tuple[Product, ...] | None = None) -> None:
         self.catalog = catalog if catalog is not None else load_catalog()
         self.products = {p.id: p for p in self.catalog}
-        self.index = SearchIndex(self.catalog)
+        # every env of a process shares the shipped catalogue's index (it is read-only)
+        self.index = SearchIndex(self.catalog) if catalog is not None else _shipped_index()
         self.sessions: dict[str, Session] = {}
 
     # -- sessions ---------------------------------------------------------------------------

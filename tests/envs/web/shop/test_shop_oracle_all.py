@@ -1,0 +1,46 @@
+"""Slow: the scripted oracle over every shop task, and the random policy over 50 episodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import agentgym  # noqa: F401  (registers agentgym/Web-v0)
+from agentgym.envs.web.shop import load_tasks
+from agentgym.envs.web.shop.oracle import run_episode
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def env(chromium: str) -> Iterator[Any]:
+    made = gym.make("agentgym/Web-v0", max_steps=40)
+    yield made
+    made.close()
+
+
+@pytest.mark.timeout(5400)
+def test_oracle_solves_95_percent_of_all_tasks(env: Any) -> None:
+    tasks = load_tasks()
+    assert len(tasks) >= 500
+    failed = []
+    for task in tasks:
+        total, info, _ = run_episode(env, task.task_id, "oracle")
+        if not (total == 1.0 and info["success"] is True):
+            failed.append((task.task_id, total))
+    solved = 1 - len(failed) / len(tasks)
+    print(f"oracle: {len(tasks) - len(failed)}/{len(tasks)} tasks with reward 1 ({solved:.1%})")
+    assert solved >= 0.95, failed[:20]
+
+
+@pytest.mark.timeout(1800)
+def test_random_policy_over_50_episodes_scores_near_zero(env: Any) -> None:
+    tasks = load_tasks()
+    returns = [run_episode(env, tasks[(i * 37) % len(tasks)].task_id, "random", seed=i)[0]
+               for i in range(50)]  # fmt: skip
+    mean = sum(returns) / len(returns)
+    print(f"random policy: mean return {mean:.3f} over 50 episodes")
+    assert mean < 0.1
