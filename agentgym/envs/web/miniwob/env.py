@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym.core.types import Observation, user
 from agentgym.envs.web.env import WebEnv
 from agentgym.envs.web.miniwob.site import MiniWoBSite
 from agentgym.envs.web.miniwob.tasks import MIX, select_tasks
@@ -86,6 +87,24 @@ class MiniWoBEnv(WebEnv):
         **kwargs: Any,
     ) -> None:
         self.miniwob_tasks = select_tasks(task)
-        super().__init__(
-            site=MiniWoBSite(self.miniwob_tasks), max_steps=max_steps, viewport=viewport, **kwargs
-        )
+        self.miniwob = MiniWoBSite(self.miniwob_tasks)
+        super().__init__(site=self.miniwob, max_steps=max_steps, viewport=viewport, **kwargs)
+        self.instruction: str | None = None
+        """The episode's instruction: the page's utterance, read after the start."""
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        observation, info = await super().areset(seed=seed, options=options)
+        self.instruction = None
+        page = self.page
+        if page is None or info.get("infra_error"):
+            return observation, info
+        task = next(t for t in self.miniwob_tasks if t.task_id == info["task_id"])
+        # The utterance depends on the seed, so the task's static instruction stands in for it
+        # until the page has started; the reset message shows the page's own.
+        self.instruction = await self.miniwob.instruction(page, task)
+        info["instruction"] = self.instruction
+        *head, last = observation
+        content = str(last["content"]).replace(task.instruction, self.instruction, 1)
+        return (*head, user(content)), info
