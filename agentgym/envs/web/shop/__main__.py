@@ -42,7 +42,9 @@ def make_server(host: str, port: int, app: ShopApp | None = None) -> ThreadingHT
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve agentgym's shop over HTTP.")
+    parser = argparse.ArgumentParser(
+        prog="python -m agentgym.envs.web.shop", description="Serve agentgym's shop over HTTP."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)

@@ -232,7 +232,7 @@ def _product(rng: random.Random, index: int, category: Category) -> Product:
 def generate_catalog(seed: int = SEED, per_category: int = PER_CATEGORY) -> tuple[Product, ...]:
     """The catalogue for ``seed``: ``per_category`` products in each of :data:`CATEGORIES`."""
     rng = random.Random(seed)
-    products = []
+    products: list[Product] = []
     for category in CATEGORIES:
         for _ in range(per_category):
             products.append(_product(rng, len(products) + 1, category))
