@@ -50,6 +50,7 @@ GRAMMAR = (
     'scroll("down"|"up"), go_back(), goto("/path"), stop("answer")'
 )
 _MAX_CHARS = 20_000
+_MAX_URL = 4096
 _CALL = re.compile(r"\b(" + "|".join(SIGNATURES) + r")\s*\(.*\)", re.DOTALL)
 _FENCE = re.compile(r"```(?:[\w+-]*\n)?(.*?)```", re.DOTALL)
 
@@ -281,6 +282,8 @@ async def perform(
         elif action.name == "go_back":
             return await _go_back(page, ms, allowed)
         elif action.name == "goto":
+            if len(args["url"]) > _MAX_URL:
+                return f"the URL is {len(args['url'])} characters long; at most {_MAX_URL}"
             url = urljoin(page.url, args["url"])
             if origin_of(url) not in allowed:
                 sites = ", ".join(allowed)

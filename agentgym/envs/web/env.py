@@ -16,6 +16,7 @@ import numpy as np
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError
+from agentgym.core.tools import clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.validate import integer, real, seconds
 from agentgym.envs.web import actions as grammar
@@ -412,7 +413,7 @@ class WebEnv(AgentEnv):
         }
         if episode.over:
             info["task_components"] = {k: float(v) for k, v in evaluation.components.items()}
-        content = self._page_text(episode, error)
+        content = self._page_text(episode, None if error is None else clip(error, 600))
         if not episode.over:
             self._add_view_info(episode, info)
         else:

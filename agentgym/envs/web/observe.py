@@ -137,7 +137,8 @@ async def read_page(page: Page, timeout: float) -> PageView:
 def render(view: PageView, error: str | None, max_chars: int) -> str:
     """The page as text, at most about ``max_chars`` characters (cut with a note)."""
     focused = f"[{view.focused}]" if view.focused is not None else "none"
-    header = [f"URL: {view.url}"]
+    url = view.url if len(view.url) <= 1000 else view.url[:999] + "…"
+    header = [f"URL: {url}"]
     if view.title:
         header.append(f"Title: {view.title}")
     header += [f"Focused: {focused}", f"Last action error: {error or 'none'}"]
