@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import uuid
@@ -24,7 +25,7 @@ from agentgym.core.errors import InfraError
 from agentgym.envs.web.reaper import kill_group, reaper
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Playwright
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
 __all__ = [
     "BROWSER_ARGS",
@@ -51,6 +52,8 @@ BROWSER_ARGS = (
 )
 """Chromium flags: no sandbox (the agent's own process tree, see WebEnv's Sandbox section), no
 GPU, no background traffic. Playwright adds ``--headless`` and a fresh ``--user-data-dir``."""
+
+log = logging.getLogger(__name__)
 
 _TAG = "--agentgym-browser="
 _GONE = ("has been closed", "Target closed", "Browser closed", "crashed", "disconnected")
@@ -149,6 +152,63 @@ class BrowserPool:
     _playwright: Playwright | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _all: list[Launched] = field(default_factory=list)
+    _spares: dict[str, list[tuple[Lease, Page]]] = field(default_factory=dict)
+    _refills: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    async def new_page(self, timeout: float, **context_args: Any) -> tuple[Lease, Page]:
+        """A fresh context with one blank page. One spare context and page per set of
+        ``context_args`` is prepared in the background, so that the next episode's does not wait
+        for Chromium to start a renderer (the slowest part of a reset). A spare is never used
+        twice: each episode still gets a context nobody touched."""
+        key = repr(sorted(context_args.items()))
+        refill = self._refills.get(key)
+        if not self._spares.get(key) and refill is not None and not refill.done():
+            with contextlib.suppress(Exception):  # it is under way: sooner than a new one
+                async with deadline(timeout, "spare browser context"):
+                    await asyncio.shield(refill)
+        spare = await self._take_spare(key)
+        if spare is None:
+            lease = await self.new_context(timeout, **context_args)
+            try:
+                async with deadline(timeout, "new page"):
+                    page = await lease.context.new_page()
+            except BaseException:
+                await self.end(lease, timeout, broken=True)
+                raise
+            spare = (lease, page)
+        if key not in self._refills or self._refills[key].done():
+            self._refills[key] = asyncio.create_task(self._refill(key, timeout, context_args))
+        return spare
+
+    async def _take_spare(self, key: str) -> tuple[Lease, Page] | None:
+        spares = self._spares.get(key, [])
+        while spares:
+            lease, page = spares.pop()
+            launched = lease.launched
+            usable = (
+                launched is self.current
+                and not launched.crashed
+                and launched.browser.is_connected()
+                and launched.episodes <= self.recycle_every
+                and not page.is_closed()
+            )
+            if usable:
+                return lease, page
+            await self.end(lease, 5.0)
+        return None
+
+    async def _refill(self, key: str, timeout: float, context_args: dict[str, Any]) -> None:
+        try:
+            lease = await self.new_context(timeout, **context_args)
+            try:
+                async with deadline(timeout, "new page"):
+                    page = await lease.context.new_page()
+            except Exception:
+                await self.end(lease, timeout, broken=True)
+                return
+            self._spares.setdefault(key, []).append((lease, page))
+        except Exception:  # the next episode makes its own context and sees the error itself
+            log.debug("preparing a spare browser context failed", exc_info=True)
 
     async def new_context(self, timeout: float, **context_args: Any) -> Lease:
         """A fresh context on the current browser (launching or replacing it as needed)."""
@@ -237,6 +297,11 @@ class BrowserPool:
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Close every browser and the Playwright driver of this loop."""
+        for task in self._refills.values():
+            task.cancel()
+        await asyncio.gather(*self._refills.values(), return_exceptions=True)
+        self._refills.clear()
+        self._spares.clear()  # their browsers close below
         self.current = None
         for launched in list(self._all):
             await self._close(launched, timeout)

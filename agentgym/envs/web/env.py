@@ -328,13 +328,12 @@ class WebEnv(AgentEnv):
     async def _open(self, episode: _Episode, site_seed: int) -> None:
         pool = await self._pool_here()
         width, height = self.viewport
-        episode.lease = lease = await pool.new_context(
+        episode.lease, episode.page = lease, page = await pool.new_page(
             self.step_timeout,
             viewport={"width": width, "height": height},
             service_workers="block",
             accept_downloads=False,
         )
-        episode.page = page = await lease.context.new_page()
         start = await self.site.open(lease.context, page, episode.task, site_seed)
         allowed = self._allowed()
 
