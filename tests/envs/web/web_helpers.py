@@ -57,7 +57,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.hits.append(self.path)  # type: ignore[attr-defined]
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ok = body.get("answer") == "42"
+        ok = (body.get("answer") or "").strip() == "42"
         self._send(json.dumps({"reward": 1.0 if ok else 0.0, "success": ok}).encode(), "text/json")
 
     def _send(self, data: bytes, kind: str) -> None:
