@@ -20,6 +20,7 @@ from transformers import DynamicCache
 from agentgym.core.errors import Error
 from agentgym.inference._fused import FusedDecoder
 from agentgym.inference._prefix import KV, PrefixCache
+from agentgym.inference._static import StaticDecoder
 from agentgym.inference.base import Completion, FinishReason, SamplingParams
 from agentgym.inference.kvcache import cache_keyword
 from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
@@ -52,9 +53,11 @@ class RunningBatch:
         max_positions: int | None,
         prefix_cache: PrefixCache | None = None,
         fused: bool = True,
+        static: StaticDecoder | None = None,
     ) -> None:
         self.model = model
         self.fused = FusedDecoder.build(model) if fused else None
+        self.static = static
         self.prefix_cache = prefix_cache
         self.decode = decode
         self.pad_id = pad_id
@@ -68,11 +71,19 @@ class RunningBatch:
         self._cache_arg = cache_keyword(model)
 
     @property
+    def decode_path(self) -> str:
+        if self.static is not None:
+            return self.static.mode
+        return "transformers" if self.fused is None else "fused"
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     def step(self, joining: list[Row], version: int) -> list[tuple[Row, Completion]]:
         """Prefill ``joining``, decode one token for every row, and return the finished rows."""
+        if self.static is not None:
+            self.static.version = version
         done = self._retire()  # rows aborted since the last step
         logits: list[torch.Tensor] = []
         if self.rows:
@@ -114,14 +125,13 @@ class RunningBatch:
         ids = torch.tensor([[row.tokens[-1]] for row in self.rows])
         self.mask = torch.cat([self.mask, torch.ones(len(self.rows), 1, dtype=torch.long)], dim=1)
         positions = self.positions[:, None]
-        if self.fused is None:
+        decoder = self.static or self.fused
+        if decoder is None:
             logits = self._forward(ids, self.mask, positions, self.cache)
         else:
             device = self.device
-            fused = self.fused(
-                ids.to(device), self.mask.to(device), positions.to(device), self.cache
-            )
-            logits = fused.float()
+            step = decoder(ids.to(device), self.mask.to(device), positions.to(device), self.cache)
+            logits = step.float()
         self.positions = self.positions + 1
         return logits
 

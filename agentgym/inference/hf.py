@@ -33,6 +33,7 @@ import torch
 from agentgym.core.errors import ConfigError, Error
 from agentgym.inference._batch import Row, RunningBatch
 from agentgym.inference._prefix import PrefixCache
+from agentgym.inference._static import static_decoder
 from agentgym.inference._threads import ThreadTuner
 from agentgym.inference.base import Completion, EngineClosedError, SamplingParams
 
@@ -60,6 +61,8 @@ class EngineStats:
     weights_copied: int = 0
     """Tensors the latest ``update_weights`` copied: 0 where every tensor it got is the model's
     own parameter (an engine sharing the trainer's weights; the update is a version bump)."""
+    decode: str = ""
+    """The decode path of the latest step: transformers, fused, static, graphs or compiled."""
     decode_threads: dict[int, int] = field(default_factory=dict)
     """Batch-size bucket (its largest row count) -> torch threads its decode steps run on now, as
     their latest timings found fastest (``threads=None`` on a CPU with more than one thread;
@@ -91,6 +94,16 @@ class HFEngine:
             model's decode kernels can be too small to share, and how much a second thread costs
             depends on the machine's load, OpenMP's wait policy and the process's other threads,
             and changes as they do. An int: every step uses that many.
+        decode: how decode steps run (``agentgym.inference._static``). ``eager``: one call of
+            the fused step (or transformers' forward) per step, over the batch's growing cache.
+            ``static``: fixed-shape buffers (a key/value slab, batch-size buckets), run eagerly
+            (any device; what the graphs replay). ``graphs``: ``static`` recorded once per
+            bucket as a CUDA graph and replayed (CUDA only). ``compiled``: ``graphs`` of a
+            ``torch.compile``'d step (CUDA only; compiles once per bucket, minutes for a large
+            model). ``auto`` (the default): ``graphs`` on a GPU for the models the fused step
+            takes (Llama, Qwen2), else ``eager``. A bucket's first graph replay is checked
+            against the eager step and the engine keeps the eager static step if they differ
+            (``EngineStats.decode`` says which path runs).
     """
 
     def __init__(
@@ -104,6 +117,7 @@ class HFEngine:
         prefix_cache_bytes: int = 256 * 2**20,
         fused_decode: bool = True,
         threads: int | None = None,
+        decode: str = "auto",
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError("max_batch_size", max_batch_size, "must be >= 1", "use e.g. 64")
@@ -131,7 +145,13 @@ class HFEngine:
         max_positions = getattr(model.config, "max_position_embeddings", None)
         self._prefixes = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes else None
         self._batch = RunningBatch(
-            self.model, self._decode, int(pad), max_positions, self._prefixes, fused_decode
+            self.model,
+            self._decode,
+            int(pad),
+            max_positions,
+            self._prefixes,
+            fused_decode,
+            static_decoder(self.model, decode, max_batch_size),
         )
         self._pending: deque[tuple[Row, asyncio.Future[Completion]]] = deque()
         self._futures: dict[int, asyncio.Future[Completion]] = {}
@@ -336,6 +356,7 @@ class HFEngine:
             tuner.record(rows, threads, time.perf_counter() - start)
             self.stats.decode_threads = tuner.chosen
         self.stats.steps += 1
+        self.stats.decode = self._batch.decode_path
         self.stats.tokens += len(self._batch.rows) + len(finished)
         self.stats.max_rows = max(self.stats.max_rows, len(self._batch.rows) + len(finished))
         self.stats.prefill_tokens = self._batch.prefilled
