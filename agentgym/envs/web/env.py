@@ -143,8 +143,9 @@ class WebEnv(AgentEnv):
 
     Reset info keys: ``tools``, ``task_id``, ``instruction``, ``url``, ``max_steps``,
     ``action_choices``, ``infra_error``, ``error``, ``screenshot``. Step info keys: ``task_id``,
-    ``success``, ``reward_components``, ``invalid_action``, ``url``, ``step``,
-    ``action_choices``, ``truncation_reason``, ``infra_error``, ``error``, ``screenshot``.
+    ``success``, ``reward_components``, ``task_components`` (the site's parts of the task
+    reward, on the final step), ``invalid_action``, ``url``, ``step``, ``action_choices``,
+    ``truncation_reason``, ``infra_error``, ``error``, ``screenshot``.
 
     Version history:
         v0: first version.
