@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym.core.aio import deadline
 from agentgym.core.types import Observation, user
-from agentgym.envs.web.env import WebEnv
+from agentgym.envs.validate import integer
+from agentgym.envs.web.browser import Lease, Traffic, settle
+from agentgym.envs.web.env import WebEnv, _Episode
 from agentgym.envs.web.miniwob.site import MiniWoBSite
 from agentgym.envs.web.miniwob.tasks import MIX, select_tasks
 
@@ -84,6 +89,7 @@ class MiniWoBEnv(WebEnv):
         task: str | Sequence[str] = MIX,
         max_steps: int = 10,
         viewport: tuple[int, int] = (480, 360),
+        reuse_page: int = 50,
         **kwargs: Any,
     ) -> None:
         self.miniwob_tasks = select_tasks(task)
@@ -91,6 +97,10 @@ class MiniWoBEnv(WebEnv):
         super().__init__(site=self.miniwob, max_steps=max_steps, viewport=viewport, **kwargs)
         self.instruction: str | None = None
         """The episode's instruction: the page's utterance, read after the start."""
+        self.reuse_page = integer("reuse_page", reuse_page, 0)
+        self._parked: tuple[Lease, Any] | None = None
+        """The last episode's context and page, kept for an in-page restart."""
+        self._reused = 0
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -108,3 +118,67 @@ class MiniWoBEnv(WebEnv):
         *head, last = observation
         content = str(last["content"]).replace(task.instruction, self.instruction, 1)
         return (*head, user(content)), info
+
+    async def aclose(self) -> None:
+        try:
+            await self._drop_parked()
+        finally:
+            await super().aclose()
+
+    # --- in-page restarts: MiniWoB's own way of starting the next episode ----------------------
+
+    async def _open(self, episode: _Episode, site_seed: int) -> None:
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            lease, page = parked
+            restarted = False
+            with contextlib.suppress(Exception):
+                async with deadline(self.step_timeout, "restarting the page"):
+                    restarted = await self.miniwob.restart(page, episode.task, site_seed)
+            if restarted:
+                self._reused += 1
+                episode.lease, episode.page, episode.traffic = lease, page, Traffic(page)
+                await settle(page, episode.traffic, self.settle_timeout)
+                await self._observe(episode)
+                return
+            await self._end_lease(lease)
+        self._reused = 0
+        await super()._open(episode, site_seed)
+
+    async def _end_episode(self) -> None:
+        episode = self._episode
+        if self._can_park(episode):
+            assert episode is not None
+            assert episode.lease is not None
+            self._parked, episode.lease = (episode.lease, episode.page), None
+            return
+        await super()._end_episode()
+
+    def _can_park(self, episode: _Episode | None) -> bool:
+        if episode is None or episode.lease is None or episode.page is None:
+            return False
+        launched = episode.lease.launched
+        pool = self._pool
+        return (
+            self._reused < self.reuse_page
+            and episode.infra_error is None
+            and not episode.broken
+            and not (launched.retired or launched.crashed)
+            and pool is not None
+            and pool.loop is asyncio.get_running_loop()
+            and not episode.page.is_closed()
+        )
+
+    async def _drop_parked(self) -> None:
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            await self._end_lease(parked[0])
+
+    async def _end_lease(self, lease: Lease) -> None:
+        pool = self._pool
+        if pool is None or pool.loop is not asyncio.get_running_loop():
+            return  # the context lives on another loop; its browser goes with that pool
+        with contextlib.suppress(Exception):
+            async with deadline(self.step_timeout, "closing the site's episode"):
+                await self.site.close(lease.context)
+        await pool.end(lease, self.step_timeout)

@@ -73,7 +73,7 @@ _RESTART = """({seed, path, maxMs}) => {
   document.querySelectorAll('.alink').forEach(function (e) { e.setAttribute('role', 'link'); });
   return true;
 }"""
-_STATE = """() => (window.__agentgymMiniwob !== true) ? null
+_STATE = """(path) => (window.__agentgymMiniwob !== true || location.pathname !== path) ? null
   : {done: WOB_DONE_GLOBAL === true, raw: Number(WOB_RAW_REWARD_GLOBAL)}"""
 
 
@@ -158,7 +158,8 @@ class MiniWoBSite:
         return str(await page.evaluate(_UTTERANCE))
 
     async def evaluate(self, page: Page, task: WebTask, answer: str | None) -> Evaluation:
-        state: dict[str, Any] | None = await page.evaluate(_STATE)
+        path = "/" + str(task.data["page"])
+        state: dict[str, Any] | None = await page.evaluate(_STATE, path)
         if state is None:  # the agent left the task page (goto, go_back): nothing to grade
             return Evaluation(reward=0.0, success=False, done=True, components={"miniwob": 0.0})
         if not state["done"]:
