@@ -415,8 +415,11 @@ async def settle(page: Any, traffic: Traffic | None, cap: float, quiet: float = 
                     async with asyncio.timeout(max(0.05, end - loop.time())):
                         await traffic.idle.wait()
             left = max(0.05, end - loop.time())
-            async with deadline(left + 2.0, "wait for the page to settle"):
-                await page.evaluate(_QUIET_JS, [quiet * 1000, left * 1000])
+            # Best effort: a busy machine may answer late; the step's own deadline catches a
+            # renderer that hangs, here the page is observed as it is.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left + 1.0):
+                    await page.evaluate(_QUIET_JS, [quiet * 1000, left * 1000])
             return
         except PlaywrightError as e:
             if is_browser_gone(e):

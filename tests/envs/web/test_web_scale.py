@@ -1,0 +1,134 @@
+"""Scale (slow): 64 concurrent episodes through AgentVectorEnv on one browser, and 1,000 episodes
+with browser recycling that leave no Chromium behind and keep memory bounded. Figures are
+printed (run with -s); speed is not asserted here (benchmarks/ measures it)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_helpers import live_processes
+
+from agentgym.vector import AgentVectorEnv
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc"),
+]
+
+ONE_CLICK = [
+    {
+        "task_id": "press-once",
+        "instruction": "Press the button.",
+        "checks": [{"js": "() => document.getElementById('out').textContent === 'clicked 1'"}],
+    }
+]
+
+
+def rss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def browser_pids(groups: set[int]) -> list[int]:
+    return [pid for group in groups for pid in live_processes(group)]
+
+
+def groups_of(envs: AgentVectorEnv) -> set[int]:
+    out = set()
+    for env in envs.envs:
+        pool = env.unwrapped._pool
+        if pool is not None:
+            out |= {b.pgid for b in pool.browsers if b.pgid is not None}
+    return out
+
+
+def vector(n: int, site_url: str, **kwargs: Any) -> AgentVectorEnv:
+    from agentgym.envs.web.env import WebEnv
+
+    def make() -> WebEnv:
+        return WebEnv(start_url=site_url, tasks=ONE_CLICK, **kwargs)
+
+    return AgentVectorEnv([make] * n)
+
+
+def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) -> None:
+    envs = vector(64, site_url)
+    groups: set[int] = set()
+    try:
+        started = time.perf_counter()
+        _, infos = envs.reset(seed=0)
+        reset_s = time.perf_counter() - started
+        assert not any(infos["infra_error"])
+        groups = groups_of(envs)
+        assert len(groups) == 1  # one browser, 64 contexts
+        started = time.perf_counter()
+        _, rewards, terminated, truncated, infos = envs.step(["click(3)"] * 64)
+        step_s = time.perf_counter() - started
+        assert list(rewards) == [1.0] * 64
+        assert all(terminated)
+        assert not any(truncated)
+        memory = rss_mib([os.getpid(), *browser_pids(groups)])
+        print(
+            f"\n64 envs: reset of all {reset_s:.2f} s, one step of all {step_s:.2f} s "
+            f"({64 / step_s:.1f} steps/s), RSS agent + Chromium {memory:.0f} MiB"
+        )
+    finally:
+        envs.close()
+    deadline = time.monotonic() + 30
+    while browser_pids(groups) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert browser_pids(groups) == []
+
+
+def test_1000_episodes_leak_no_chromium_and_keep_memory_bounded(
+    chromium: str, site_url: str
+) -> None:
+    envs = vector(8, site_url, recycle_every=200)
+    groups: set[int] = set()
+    samples: list[tuple[int, float, float]] = []
+    episodes = 0
+    try:
+        envs.reset(seed=0)
+        started = time.perf_counter()
+        while episodes < 1000:
+            # Autoreset (next step): odd steps end the episodes, even steps start the next ones.
+            _, rewards, terminated, _, infos = envs.step(["click(3)"] * 8)
+            if all(terminated):
+                assert list(rewards) == [1.0] * 8
+                episodes += 8
+                groups |= groups_of(envs)
+                if episodes % 200 == 0:
+                    agent = rss_mib([os.getpid()])
+                    browser = rss_mib(browser_pids(groups))
+                    samples.append((episodes, agent, browser))
+            else:
+                assert not any(infos.get("infra_error", [False]))
+        took = time.perf_counter() - started
+    finally:
+        envs.close()
+    deadline = time.monotonic() + 30
+    while browser_pids(groups) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leaked = browser_pids(groups)
+    print(f"\n1000 episodes in {took:.0f} s ({1000 / took:.1f} episodes/s), {len(groups)} browsers")
+    for count, agent, browser in samples:
+        print(f"  after {count:4d} episodes: agent RSS {agent:.0f} MiB, Chromium {browser:.0f} MiB")
+    print(f"  Chromium processes left after close: {len(leaked)}")
+    assert leaked == []
+    assert len(groups) >= 5  # recycled every 200 episodes
+    # Bounded: the agent grows by less than 150 MiB from the first sample to the last, and the
+    # live Chromium tree stays under 1.5 GiB (one browser and its renderers at a time).
+    assert samples[-1][1] - samples[0][1] < 150, samples
+    assert max(b for _, _, b in samples) < 1536, samples
