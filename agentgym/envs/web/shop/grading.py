@@ -84,9 +84,10 @@ def grade_purchase(goal: Goal, product: Product, chosen: Mapping[str, str]) -> G
     attrs = len(set(goal.attributes) & set(product.attributes))
     opts = sum(1 for k, v in goal.options.items() if chosen.get(k) == v)
     price_ok = product.price <= goal.price_max
-    scale = r_type / (len(goal.attributes) + len(goal.options) + 1)
+    denominator = len(goal.attributes) + len(goal.options) + 1
+    scale = r_type / denominator
     parts = {"attributes": scale * attrs, "options": scale * opts, "price": scale * price_ok}
-    reward = sum(parts.values())
+    reward = r_type * (attrs + opts + price_ok) / denominator  # exactly 1.0 when all match
     success = r_type == 1.0 and attrs == len(goal.attributes)
     success = success and opts == len(goal.options) and price_ok
     return Grade(reward, success, r_type, attrs, opts, price_ok, parts)

@@ -76,3 +76,18 @@ def test_goal_round_trips_and_satisfaction() -> None:
     no_m = Product("P1", "t", "jackets", "rain jacket", ("for women", "waterproof"),
                    {"size": ("S", "L")}, 10.0, 4.0, 1, "d")  # fmt: skip
     assert not GOAL.satisfied_by(no_m)
+
+
+def test_every_goal_product_of_every_task_earns_exactly_one() -> None:
+    from agentgym.envs.web.shop.catalog import load_catalog
+    from agentgym.envs.web.shop.tasks import load_tasks
+
+    products = {p.id: p for p in load_catalog()}
+    for task in load_tasks():
+        goal = Goal.from_json(task.data["goal"])
+        for pid in task.data["goal_products"]:
+            p = products[pid]
+            chosen = {k: goal.options.get(k, values[0]) for k, values in p.options.items()}
+            grade = grade_purchase(goal, p, chosen)
+            assert grade.reward == 1.0  # exactly: learners and success checks compare with 1
+            assert grade.success
