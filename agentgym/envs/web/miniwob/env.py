@@ -64,6 +64,12 @@ class MiniWoBEnv(WebEnv):
             name raises ``ConfigError`` listing the names.
         max_steps: steps before truncation (10 by default: every curated task needs at most 5).
         viewport: the page size in pixels; MiniWoB's pages are 160x210.
+        step_timeout: as ``agentgym/Web-v0``'s, 120 s by default (a vector env of 64 opening
+            its first pages at once on two cores needs more than 30 s).
+        reuse_page: episodes in a row that may restart inside the loaded page (MiniWoB's own
+            ``core.startEpisodeReal()`` with the new seed, as its own env does) when the task
+            is the same, before a fresh browser context; 0: a fresh context every episode.
+            A restarted page gives the same observation as a fresh one for the same seed.
         **kwargs: the other arguments of ``agentgym/Web-v0``'s ``WebEnv`` (``action_choices``,
             ``max_obs_chars``, ``invalid_action_penalty``, ``screenshot_in_info``,
             ``recycle_every``, ``step_timeout``, ``settle_timeout``, ``tool``, ``tool_parser``,
@@ -94,6 +100,8 @@ class MiniWoBEnv(WebEnv):
     ) -> None:
         self.miniwob_tasks = select_tasks(task)
         self.miniwob = MiniWoBSite(self.miniwob_tasks)
+        # A trainer opens its 32-64 envs' first pages at once; on two cores that exceeds 30 s.
+        kwargs.setdefault("step_timeout", 120.0)
         super().__init__(site=self.miniwob, max_steps=max_steps, viewport=viewport, **kwargs)
         self.instruction: str | None = None
         """The episode's instruction: the page's utterance, read after the start."""
