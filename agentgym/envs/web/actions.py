@@ -297,6 +297,11 @@ async def perform(
 
 
 async def _go_back(page: Page, ms: float, allowed: Sequence[str]) -> str | None:
+    # The Navigation API lists this origin's entries only: the blank page the tab started on
+    # (or another site) is not "back" on this site.
+    can = await page.evaluate("() => window.navigation ? navigation.canGoBack : null")
+    if can is False:
+        return "there is no previous page on this site"
     before = page.url
     response = await page.go_back(timeout=ms, wait_until="commit")
     if origin_of(page.url) not in allowed:  # the blank page the episode's tab started on

@@ -180,6 +180,10 @@ class BrowserPool:
             self._refills[key] = asyncio.create_task(self._refill(key, timeout, context_args))
         return spare
 
+    async def ready(self) -> None:
+        """Launch (or replace) the browser now if it is needed, under ``launch_timeout``."""
+        await self._browser()
+
     async def _take_spare(self, key: str) -> tuple[Lease, Page] | None:
         spares = self._spares.get(key, [])
         while spares:
@@ -189,17 +193,18 @@ class BrowserPool:
                 launched is self.current
                 and not launched.crashed
                 and launched.browser.is_connected()
-                and launched.episodes <= self.recycle_every
+                and launched.episodes < self.recycle_every
                 and not page.is_closed()
             )
             if usable:
+                launched.episodes += 1
                 return lease, page
             await self.end(lease, 5.0)
         return None
 
     async def _refill(self, key: str, timeout: float, context_args: dict[str, Any]) -> None:
         try:
-            lease = await self.new_context(timeout, **context_args)
+            lease = await self.new_context(timeout, spare=True, **context_args)
             try:
                 async with deadline(timeout, "new page"):
                     page = await lease.context.new_page()
@@ -210,10 +215,13 @@ class BrowserPool:
         except Exception:  # the next episode makes its own context and sees the error itself
             log.debug("preparing a spare browser context failed", exc_info=True)
 
-    async def new_context(self, timeout: float, **context_args: Any) -> Lease:
-        """A fresh context on the current browser (launching or replacing it as needed)."""
+    async def new_context(
+        self, timeout: float, *, spare: bool = False, **context_args: Any
+    ) -> Lease:
+        """A fresh context on the current browser (launching or replacing it as needed);
+        ``spare``: prepared for a later episode, counted as one when handed out."""
         launched = await self._browser()
-        launched.episodes += 1
+        launched.episodes += 0 if spare else 1
         launched.open += 1
         try:
             async with deadline(timeout, "new browser context"):

@@ -20,6 +20,7 @@ from agentgym.core.tools import clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.validate import integer, real, seconds
 from agentgym.envs.web import actions as grammar
+from agentgym.envs.web.arguments import flag, make_site, viewport_size
 from agentgym.envs.web.browser import (
     BrowserPool,
     BrowserUnavailable,
@@ -176,13 +177,13 @@ class WebEnv(AgentEnv):
         tool_parser: str = "hermes",
         render_mode: str | None = None,
     ) -> None:
-        self.tool = _flag("tool", tool)
+        self.tool = flag("tool", tool)
         super().__init__(
             tools=grammar.TOOLS if self.tool else (),
             tool_parser=tool_parser,
             render_mode=render_mode,
         )
-        self.site: Site = _make_site(site, start_url, tasks)
+        self.site: Site = make_site(site, start_url, tasks)
         self._tasks = tuple(self.site.tasks())
         if not self._tasks:
             raise ConfigError("site", self.site, "has no tasks", "give the site at least one task")
@@ -198,8 +199,8 @@ class WebEnv(AgentEnv):
         if self.invalid_action_penalty > 0:
             raise ConfigError("invalid_action_penalty", invalid_action_penalty,
                               "must be <= 0 (a penalty)", "pass e.g. -0.1, or 0")
-        self.screenshot_in_info = _flag("screenshot_in_info", screenshot_in_info)
-        self.viewport = _viewport(viewport)
+        self.screenshot_in_info = flag("screenshot_in_info", screenshot_in_info)
+        self.viewport = viewport_size(viewport)
         self.recycle_every = integer("recycle_every", recycle_every, 1)
         self.step_timeout = seconds("step_timeout", step_timeout)
         self.action_timeout = seconds("action_timeout", action_timeout)
@@ -218,6 +219,8 @@ class WebEnv(AgentEnv):
         site_seed = int(self.np_random.integers(2**31))
         self._episode = episode = _Episode(task, None, None)
         try:
+            # Starting Chromium has its own deadline (launch_timeout); the episode's is a step's.
+            await (await self._pool_here()).ready()
             async with deadline(self.step_timeout, f"opening task {task.task_id}"):
                 await self._open(episode, site_seed)
         except BrowserUnavailable:
@@ -478,39 +481,3 @@ class WebEnv(AgentEnv):
 
 
 _NOTHING = Evaluation(reward=0.0, success=False, done=False)
-
-
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ConfigError(name, value, "must be a bool", "pass True or False")
-    return bool(value)
-
-
-def _viewport(value: object) -> tuple[int, int]:
-    fix = "pass (width, height) in CSS pixels, e.g. viewport=(1280, 720)"
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise ConfigError("viewport", value, "must be a (width, height) pair", fix)
-    width = integer("viewport width", value[0], 100, fix)
-    return width, integer("viewport height", value[1], 100, fix)
-
-
-def _make_site(
-    site: Site | None, start_url: str | None, tasks: str | Path | Sequence[Mapping[str, Any]] | None
-) -> Site:
-    if site is not None:
-        if start_url is not None or tasks is not None:
-            raise ConfigError("site", site, "was given with start_url/tasks",
-                              "pass either a Site or start_url and tasks")
-        if not isinstance(site, Site):
-            raise ConfigError("site", site, "is not a Site", "implement agentgym.envs.web.Site")
-        return site
-    if start_url is not None or tasks is not None:
-        if start_url is None or tasks is None:
-            raise ConfigError("start_url", start_url, "needs tasks (and tasks needs start_url)",
-                              "pass start_url='http://127.0.0.1:8000/' and tasks='tasks.jsonl'")
-        from agentgym.envs.web.checks import OwnSite
-
-        return OwnSite(start_url, tasks)
-    from agentgym.envs.web.shop import ShopSite  # type: ignore[import-not-found,unused-ignore]
-
-    return ShopSite()

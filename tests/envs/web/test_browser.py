@@ -119,6 +119,24 @@ def test_a_killed_browser_ends_that_episode_with_infra_error(make_env: Any) -> N
     assert "infra_error" not in info
 
 
+def test_a_hung_page_ends_that_episode_with_infra_error(make_env: Any) -> None:
+    env = make_env(step_timeout=6.0)
+    env.reset(seed=0, options={"task_id": "press"})
+    env.step('goto("/hang.html")')
+    pgid = browser_group(env)
+    _, reward, terminated, truncated, info = env.step("click(1)")  # an endless loop in JS
+    assert info["infra_error"] is True
+    assert truncated
+    assert not terminated
+    assert "DeadlineExceeded" in info["error"]
+    assert reward == 0.0
+    _, info = env.reset(seed=0, options={"task_id": "press"})
+    assert not info["infra_error"]
+    _, _, _, _, info = env.step("click(3)")
+    assert "infra_error" not in info
+    assert wait_until_gone(pgid) == []  # the browser with the frozen renderer was replaced
+
+
 AGENT = textwrap.dedent(
     """
     import sys, time
