@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from agentgym.trainers.chunked_head import chunk_size, head_logprobs
 from agentgym.trainers.prefix_sharing import find_shared_prefixes, shared_prefix_hidden
 
 __all__ = ["PolicyModule", "PolicyOutput", "ValueModel", "restrict_logits", "token_logprobs"]
@@ -55,6 +56,17 @@ def token_logprobs(
     chosen, chosen_entropy = _LogprobEntropy.apply(
         scaled, targets, with_entropy, allowed is not None
     )
+    return _place(chosen, chosen_entropy, positions, with_entropy, entropy_grad)
+
+
+def _place(
+    chosen: Tensor,  # [N]
+    chosen_entropy: Tensor,  # [N]
+    positions: Tensor,  # [B, T-1] bool
+    with_entropy: bool,
+    entropy_grad: bool,
+) -> tuple[Tensor, Tensor | None]:  # [B, T], [B, T] | None
+    """The per-position results written into ``[B, T]`` (0 elsewhere and at position 0)."""
     picked = chosen.new_zeros(positions.shape)  # [B, T-1]
     picked[positions] = chosen
     entropy = None
@@ -146,15 +158,15 @@ def restrict_logits(
     return scaled.masked_fill(~mask, float("-inf"))
 
 
-def _selected_logits(
+def _selected_hidden(
     policy: Any, input_ids: Tensor, attention_mask: Tensor, positions: Tensor
 ) -> Tensor:
-    """The policy's next-token logits at ``positions`` only (``[N, V]``): the output layer and
+    """The policy's last hidden states at ``positions`` only (``[N, H]``): the output layer and
     the softmax are most of a small model's cost when they run on every prompt token."""
     hidden = policy.base_model(
         input_ids=input_ids, attention_mask=attention_mask, use_cache=False
     ).last_hidden_state[:, :-1]  # [B, T-1, H]
-    return policy.get_output_embeddings()(hidden[positions])  # [N, V]
+    return hidden[positions]  # [N, H]
 
 
 def _plain_head(policy: Any) -> bool:
@@ -227,16 +239,43 @@ class PolicyModule(nn.Module):
     With ``share_prefixes`` (and a ``loss_mask``), rows that start with the same prompt, such as
     a GRPO group, run it once (``agentgym.trainers.prefix_sharing``): same results to float
     rounding, about half the compute when prompts are as long as completions. It turns itself
-    off for models whose KV cache does not keep every key (sliding-window layers).
+    off for models whose KV cache does not keep every key (sliding-window layers), and in
+    gradient passes of a policy with gradient checkpointing on (its layers then keep no cache).
+
+    ``logits_chunk``: with a ``loss_mask``, the output layer, log-softmax and entropy run this
+    many positions at a time, each chunk recomputed in the backward pass, so the full
+    ``[tokens × vocab]`` logits never exist (``agentgym.trainers.chunked_head``; None: the
+    automatic rule there, 0: one pass).
     """
 
     def __init__(
-        self, policy: Any, value: ValueModel | None = None, *, share_prefixes: bool = True
+        self,
+        policy: Any,
+        value: ValueModel | None = None,
+        *,
+        share_prefixes: bool = True,
+        logits_chunk: int | None = None,
     ) -> None:
         super().__init__()
         self.policy: Any = policy  # a transformers PreTrainedModel (save_pretrained, config)
         self.value = value
         self.share_prefixes = share_prefixes
+        self.logits_chunk = logits_chunk
+        self.checkpointing = False
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each decoder layer's activations in the backward pass (transformers'
+        ``gradient_checkpointing_enable``, non-reentrant) in the policy and the value model:
+        activation memory of one layer instead of all, for about one more forward pass."""
+        for model in (self.policy, None if self.value is None else self.value.backbone):
+            if model is None:
+                continue
+            if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+                model.activation_checkpointing_enable({"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable({"use_reentrant": False})
+        self.train()  # transformers checkpoints only in training mode
+        self.checkpointing = True
 
     def forward(
         self,
@@ -251,11 +290,11 @@ class PolicyModule(nn.Module):
         scoring = {"with_entropy": with_entropy, "allowed": allowed, "entropy_grad": entropy_grad}
         if loss_mask is not None and _plain_head(self.policy):
             positions = loss_mask[:, 1:].bool()  # [B, T-1]
-            logits = self._shared_logits(input_ids, attention_mask, loss_mask, positions)
-            if logits is None:
-                logits = _selected_logits(self.policy, input_ids, attention_mask, positions)
-            logprobs, entropy = token_logprobs(
-                logits, input_ids, temperature, positions=positions, **scoring
+            hidden = self._shared_hidden(input_ids, attention_mask, loss_mask, positions)
+            if hidden is None:
+                hidden = _selected_hidden(self.policy, input_ids, attention_mask, positions)
+            logprobs, entropy = self._head_logprobs(
+                hidden, input_ids, positions, temperature, **scoring
             )
         else:
             logits = self.policy(
@@ -265,11 +304,37 @@ class PolicyModule(nn.Module):
         values = None if self.value is None else self.value(input_ids, attention_mask, loss_mask)
         return PolicyOutput(logprobs, entropy, values)
 
-    def _shared_logits(
+    def _head_logprobs(
+        self,
+        hidden: Tensor,  # [N, H] at ``positions``
+        input_ids: Tensor,  # [B, T]
+        positions: Tensor,  # [B, T-1] bool
+        temperature: float,
+        *,
+        with_entropy: bool,
+        allowed: Tensor | None,
+        entropy_grad: bool,
+    ) -> tuple[Tensor, Tensor | None]:  # [B, T], [B, T] | None
+        head = self.policy.get_output_embeddings()
+        chunk = chunk_size(self.logits_chunk, head.weight.shape[0], hidden.shape[0])
+        chosen, entropy = head_logprobs(
+            hidden,
+            head,
+            input_ids[:, 1:][positions],
+            temperature,
+            allowed=None if allowed is None else allowed[:, 1:][positions],
+            with_entropy=with_entropy,
+            chunk=chunk,
+        )
+        return _place(chosen, entropy, positions, with_entropy, entropy_grad)
+
+    def _shared_hidden(
         self, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor, positions: Tensor
-    ) -> Tensor | None:  # [N, V] at ``positions``, or None: no prompt worth sharing
+    ) -> Tensor | None:  # [N, H] at ``positions``, or None: no prompt worth sharing
         if not self.share_prefixes:
             return None
+        if torch.is_grad_enabled() and self.checkpointing:
+            return None  # checkpointed layers drop the prefix's cache
         shared = find_shared_prefixes(input_ids, attention_mask, loss_mask)
         if shared is None:
             return None
@@ -277,5 +342,4 @@ class PolicyModule(nn.Module):
         hidden = shared_prefix_hidden(base, input_ids, attention_mask, shared, positions)
         if hidden is None:  # this model's cache cannot be shared: stop trying
             self.share_prefixes = False
-            return None
-        return self.policy.get_output_embeddings()(hidden)  # [N, V]
+        return hidden
