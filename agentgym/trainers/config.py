@@ -418,8 +418,29 @@ class TrainOptions(Config):
     """Where ``decay_steps`` ends, as a fraction of the peak learning rate."""
     critic_learning_rate: float | None = None
     """Learning rate of the PPO value model; None: the policy's learning_rate."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (transformers'
+    gradient checkpointing): activation memory of one layer instead of all, for about a third
+    more compute. Prompt sharing between a group's rows is then off in gradient passes."""
+    logits_chunk: int | None = None
+    """Positions whose output-layer logits the update computes at once; each chunk is
+    recomputed in the backward pass, so the [tokens x vocab] logits never exist whole. None:
+    2^25 logits per chunk (220 positions of a 151,936-token vocabulary; one pass for small
+    vocabularies); 0: one pass always."""
+    lora_rank: int = 0
+    """Rank of LoRA adapters (peft) on the policy: only they are trained (the engine sharing
+    the policy runs them; an engine elsewhere and saved models get the merged weights); 0: the
+    whole policy is trained."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator: the adapters' update is scaled by lora_alpha / lora_rank."""
+    lora_targets: str = "all-linear"
+    """Modules that get LoRA adapters: all-linear (every linear layer but the output layer), or
+    comma-separated module names, e.g. q_proj,v_proj."""
 
     _bounds: ClassVar[dict[str, str]] = {
+        "logits_chunk": ">= 0",
+        "lora_rank": ">= 0",
+        "lora_alpha": "> 0",
         "weight_decay": ">= 0",
         "adam_betas": "in [0, 1)",
         "adam_eps": ">= 0",
@@ -428,6 +449,16 @@ class TrainOptions(Config):
         "min_lr_ratio": "in [0, 1]",
         "critic_learning_rate": "> 0",
     }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # types and _bounds
+        _require(
+            bool(self.lora_targets.replace(",", "").strip()),
+            self,
+            "lora_targets",
+            "names no module",
+            "use all-linear, or module names such as q_proj,v_proj",
+        )
 
     @classmethod
     def _unknown_key_rule(cls) -> str:

@@ -36,6 +36,7 @@ from agentgym.trainers.algorithms import DynamicSampler
 from agentgym.trainers.backends import Backend, make_backend
 from agentgym.trainers.config import AlgorithmConfig, TrainOptions, config_from_dict, make_config
 from agentgym.trainers.episodes import Sample, admit, episode_metrics, shape_rewards
+from agentgym.trainers.lora import LoraSettings, add_lora, merged_state_dict
 from agentgym.trainers.modules import PolicyModule, ValueModel
 from agentgym.trainers.update import UpdateInputs, run_update
 
@@ -50,6 +51,8 @@ class Trainer:
 
     The policy is trained in place. With ``config.kl_beta > 0`` a frozen copy of the initial
     policy is the KL reference; with a critic (PPO) a ``ValueModel`` is built from the policy.
+    With ``options.lora_rank`` the policy gets LoRA adapters (``agentgym.trainers.lora``) after
+    both are made, and only the adapters train.
     """
 
     def __init__(
@@ -76,8 +79,15 @@ class Trainer:
         value = ValueModel.from_policy(model) if config.uses_critic else None
         # Ranks sharing prefixes in different micro-batches would run different numbers of
         # forward passes, and ZeRO-3 gathers parameters in each: one process only.
-        share = backend.world_size == 1
-        self.module = PolicyModule(model, value, share_prefixes=share)
+        share, chunk = backend.world_size == 1, self.options.logits_chunk
+        self.lora = None
+        if self.options.lora_rank:
+            opts = self.options
+            self.lora = LoraSettings(opts.lora_rank, opts.lora_alpha, opts.lora_targets)
+            model = add_lora(model, self.lora, seed=config.seed)
+        self.module = PolicyModule(model, value, share_prefixes=share, logits_chunk=chunk)
+        if self.options.gradient_checkpointing:
+            self.module.enable_gradient_checkpointing()
         backend.prepare(
             self.module,
             self._make_optimizer,
@@ -87,7 +97,9 @@ class Trainer:
         self.reference = (
             None
             if reference is None
-            else backend.prepare_frozen(PolicyModule(reference, share_prefixes=share))
+            else backend.prepare_frozen(
+                PolicyModule(reference, share_prefixes=share, logits_chunk=chunk)
+            )
         )
         self.sampler: DynamicSampler[list[Sample]] | None = None
         if getattr(config, "dynamic_sampling", False):
@@ -114,7 +126,8 @@ class Trainer:
 
     def _make_optimizer(self, placed: nn.Module) -> torch.optim.Optimizer:
         module, lr, opts = cast(PolicyModule, placed), self.config.learning_rate, self.options
-        groups: list[dict[str, Any]] = [{"params": list(module.policy.parameters()), "lr": lr}]
+        trained = [p for p in module.policy.parameters() if p.requires_grad]  # LoRA: adapters
+        groups: list[dict[str, Any]] = [{"params": trained, "lr": lr}]
         if module.value is not None:
             critic_lr = opts.critic_learning_rate or lr
             groups.append({"params": list(module.value.parameters()), "lr": critic_lr})
@@ -211,8 +224,18 @@ class Trainer:
         self.engine = engine
 
     def policy_state_dict(self) -> dict[str, Tensor]:
-        """The policy's full state dict (transformers keys), gathered under ZeRO-3. Collective."""
-        return self.backend.gathered_state_dict(self.module.policy)
+        """The policy's full state dict (transformers keys), gathered under ZeRO-3, with LoRA
+        adapters merged into their layers. Collective."""
+        state = self.backend.gathered_state_dict(self.module.policy)
+        return state if self.lora is None else merged_state_dict(state, self.lora.scaling)
+
+    def _engine_weights(self) -> dict[str, Tensor]:
+        """What ``push_weights`` sends: an engine that generates with the policy module itself
+        (``colocate``) gets the module's own tensors, adapters included (nothing is copied);
+        any other the merged weights."""
+        if self.engine is not None and getattr(self.engine, "model", None) is self.module.policy:
+            return self.backend.gathered_state_dict(self.module.policy)
+        return self.policy_state_dict()
 
     def _engine_anywhere(self) -> bool:
         here = torch.tensor([float(self.engine is not None)])
@@ -221,14 +244,14 @@ class Trainer:
     def push_weights(self) -> None:
         """``engine.update_weights(policy_state_dict())``, from synchronous code."""
         if self._engine_anywhere():
-            weights = self.policy_state_dict()
+            weights = self._engine_weights()
             if self.engine is not None:
                 run_sync(self.engine.update_weights(weights))
 
     async def apush_weights(self) -> None:
         """``push_weights`` from inside a running event loop (the engine's)."""
         if self._engine_anywhere():
-            weights = self.policy_state_dict()
+            weights = self._engine_weights()
             if self.engine is not None:
                 await self.engine.update_weights(weights)
 
@@ -298,14 +321,16 @@ class Trainer:
         return path
 
     def _check_manifest(self, path: Path, manifest: dict[str, Any]) -> None:
-        ours = (self.config.algo, self.backend.name, self.backend.world_size)
-        theirs = (manifest["algo"], manifest["backend"], manifest["world_size"])
+        backend, lora = self.backend, self.options.lora_rank
+        ours = (self.config.algo, backend.name, backend.world_size, lora)
+        recorded = manifest["options"].get("lora_rank", 0)
+        theirs = (manifest["algo"], manifest["backend"], manifest["world_size"], recorded)
         if ours != theirs:
             raise ConfigError(
                 "checkpoint",
                 str(path),
-                f"was written by (algo, backend, world size) {theirs}, not {ours}",
-                "resume with the same algorithm, backend and number of processes",
+                f"was written by (algo, backend, world size, LoRA rank) {theirs}, not {ours}",
+                "resume with the same algorithm, backend, number of processes and lora_rank",
             )
 
 
