@@ -375,19 +375,21 @@ class WebEnv(AgentEnv):
         error = await grammar.perform(
             page, action, episode.view, self.action_timeout, self._allowed()
         )
-        self._follow_popup(episode)
-        await settle(episode.page, episode.traffic, self.settle_timeout)
-        evaluation = await self.site.evaluate(episode.page, episode.task, None)
+        page = self._follow_popup(episode)
+        await settle(page, episode.traffic, self.settle_timeout)
+        evaluation = await self.site.evaluate(page, episode.task, None)
         await self._observe(episode)
         return error, evaluation
 
-    def _follow_popup(self, episode: _Episode) -> None:
-        """A link that opened a new tab: go on in the newest tab."""
+    def _follow_popup(self, episode: _Episode) -> Page:
+        """A link that opened a new tab: go on in the newest tab. The episode's page."""
         assert episode.lease is not None
+        assert episode.page is not None
         pages = episode.lease.context.pages
         if pages and pages[-1] is not episode.page:
             episode.page = pages[-1]
             episode.traffic = Traffic(episode.page)
+        return episode.page
 
     async def _observe(self, episode: _Episode) -> None:
         assert episode.page is not None

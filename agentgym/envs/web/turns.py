@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentgym.core.parsing import ParsedAction
+from agentgym.core.parsing import MalformedCall, ParsedAction, ParsedCall
 from agentgym.core.tools import clip
 from agentgym.core.types import Message, Observation, tool_message, user
 from agentgym.envs.web.actions import WebAction, from_arguments, parse
@@ -44,7 +44,7 @@ def read_turn(parsed: ParsedAction, tools: bool) -> Reading:
         if isinstance(found, WebAction):
             return Reading(found)
         return Reading(None, found)
-    attempts = [*parsed.calls, *parsed.malformed]
+    attempts: list[ParsedCall | MalformedCall] = [*parsed.calls, *parsed.malformed]
     order = {call_id: i for i, call_id in enumerate(parsed.order)}
     attempts.sort(key=lambda a: order.get(a.id, 0))
     first, rest = attempts[0], attempts[1:]
@@ -59,10 +59,9 @@ def read_turn(parsed: ParsedAction, tools: bool) -> Reading:
     if not tools:
         error = "tools are off for this env; write the action as text, e.g. click(12)"
         return Reading(None, error, first.id, name)
-    if not hasattr(first, "arguments"):
-        error = f"malformed tool call: {clip(getattr(first, 'error', ''), 200)}"
-        return Reading(None, error, first.id, name)
-    found = from_arguments(first.name, first.arguments)  # type: ignore[union-attr]
+    if isinstance(first, MalformedCall):
+        return Reading(None, f"malformed tool call: {clip(first.error, 200)}", first.id, name)
+    found = from_arguments(first.name, first.arguments)
     if isinstance(found, WebAction):
         return Reading(found, None, first.id, name)
     return Reading(None, found, first.id, name)
