@@ -16,6 +16,8 @@ trainer options (``warmup_steps``, ``adam_eps``, ...): the format of the shipped
 from __future__ import annotations
 
 import argparse
+import ast
+import itertools
 import json
 import sys
 import tomllib
@@ -87,11 +89,52 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--eval-temperature", "eval_temperature", {"type": float}),
     ("--checkpoint-every", "checkpoint_every", {"type": int}),
     ("--micro-batch-tokens", "micro_batch_tokens", {"type": int}),
+    ("--precision", "precision", {"choices": ["auto", "fp32", "bf16"]}),
+    ("--zero-stage", "zero_stage", {"type": int}),
     ("--engine-device", "engine_device", {"metavar": "auto|cpu|cuda|cuda:N"}),
     ("--resume", "resume", {"action": "store_true"}),
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),
 )
+
+
+# Shortcuts for fields of the run file's tables: each flag sets ``table.field`` (a [config]
+# field as --set does, an [options] field as --option does); its help is the field's docstring.
+_TABLE_FLAGS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
+    ("--group-size", "config", "group_size", {"type": int}),
+    ("--batch-size", "config", "batch_size", {"type": int}),
+    ("--max-new-tokens", "config", "max_new_tokens", {"type": int}),
+    (
+        "--gradient-checkpointing",
+        "options",
+        "gradient_checkpointing",
+        {"action": argparse.BooleanOptionalAction},
+    ),
+    ("--lora-rank", "options", "lora_rank", {"type": int}),
+    ("--lora-alpha", "options", "lora_alpha", {"type": float}),
+    ("--lora-targets", "options", "lora_targets", {"metavar": "all-linear|NAME,..."}),
+)
+_TABLE_CLASSES = {"config": "TrainerConfig", "options": "TrainOptions"}
+
+
+def _table_help(table: str, name: str) -> str:
+    """The docstring of ``name`` in the class behind ``table``, read from the source of
+    ``agentgym/trainers/config.py`` without importing it (``--help`` needs no torch)."""
+    import agentgym
+
+    source = Path(agentgym.__file__).parent / "trainers" / "config.py"
+    (klass,) = [
+        node
+        for node in ast.parse(source.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name == _TABLE_CLASSES[table]
+    ]
+    text, default = "", "the algorithm preset's"
+    for node, following in itertools.pairwise(klass.body):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
+            text = " ".join(str(getattr(following, "value", ast.Constant("")).value).split())
+            if table == "options" and node.value is not None:
+                default = f"default {ast.unparse(node.value)}"
+    return f"{text} [{table}.{name}; {default}]".replace("%", "%%")
 
 
 def _field_help(name: str) -> str:
@@ -115,6 +158,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--config", type=Path, help="a run file (.toml or .json); flags override its values")
     for flag, name, kwargs in _TRAIN_FLAGS:
         add(flag, dest=name, default=None, help=_field_help(name), **kwargs)
+    for flag, table, name, kwargs in _TABLE_FLAGS:
+        shown = {} if "action" in kwargs else {"metavar": name.upper()}
+        help_text = _table_help(table, name)
+        add(flag, dest=f"{table}_{name}", default=None, help=help_text, **shown | kwargs)
     add(
         "--set",
         dest="overrides",
@@ -132,7 +179,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="a trainer option beside the algorithm (the run file's [options] table: "
         "warmup_steps, decay_steps, min_lr_ratio, adam_eps, adam_betas, weight_decay, "
-        "old_logprobs, critic_learning_rate), e.g. --option warmup_steps=10 (repeatable)",
+        "old_logprobs, critic_learning_rate, logits_chunk, ...), e.g. --option "
+        "warmup_steps=10 (repeatable)",
     )
 
 
@@ -184,6 +232,10 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
             value = _kwargs(value, flag)
         if value is not None:
             layers.append(Layer(flag, {name: value}))
+    for flag, table, name, _ in _TABLE_FLAGS:
+        value = getattr(args, f"{table}_{name}", None)
+        if value is not None:
+            layers.append(Layer(flag, {table: {name: value}}))
     if args.overrides:
         layers.append(Layer("--set", {"config": _pairs(args.overrides, "--set")}))
     if args.option_pairs:

@@ -113,6 +113,13 @@ class RunConfig(Config):
     env's info['action_choices'] (FrozenLake's four moves), so RL learns only which action."""
     micro_batch_tokens: int | None = None
     """Token budget of a training micro-batch; None: the backend's default."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """Training precision: fp32; bf16 (autocast with fp32 weights on the torch backend,
+    DeepSpeed's bf16 mode with fp32 master weights); auto: bf16 on a GPU that has it, fp32
+    otherwise. Log-probs and entropy are computed in fp32 either way."""
+    zero_stage: int | None = None
+    """DeepSpeed ZeRO stage (deepspeed backend only): 0 (data parallel), 1 (optimizer states
+    sharded), 2 (+ gradients), 3 (+ parameters); None: 2."""
     engine_device: str = "auto"
     """Where the inference engine generates: auto (the trainer's device, sharing the policy's
     weights, so a weight push is a version bump), cpu, cuda or cuda:N (a copy of the policy
@@ -167,6 +174,16 @@ class RunConfig(Config):
             "engine_device",
             "is not auto, cpu, cuda or cuda:N",
             "pass e.g. --engine-device cuda:0",
+        )
+        require(
+            self.zero_stage is None or self.backend == "deepspeed",
+            self,
+            "zero_stage",
+            f"applies to the deepspeed backend, not {self.backend}",
+            "pass --backend deepspeed, or drop --zero-stage",
+        )
+        require(
+            self.zero_stage in (None, 0, 1, 2, 3), self, "zero_stage", "is not 0-3", "use e.g. 2"
         )
         if self.model is None:
             require(self.init is not None, self, "init", "is needed without a model", "pass random")

@@ -88,6 +88,9 @@ def _build(run: RunConfig) -> tuple[Any, Any]:
     backend_options = {}
     if run.micro_batch_tokens is not None:
         backend_options["micro_batch_tokens"] = run.micro_batch_tokens
+    backend_options["precision"] = run.precision
+    if run.zero_stage is not None:
+        backend_options["zero_stage"] = run.zero_stage
     trainer = make(
         run.algo,
         run.backend,

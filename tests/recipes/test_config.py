@@ -212,3 +212,49 @@ def test_help_and_docs_come_from_the_field_docstrings(capsys):
         assert doc.replace("<", "&lt;") in text
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert committed == text, "docs/configuration.md is stale: run scripts/gen_config_docs.py"
+
+
+def test_the_training_knobs_reach_the_run_and_their_help_is_the_field_docs(capsys):
+    run = _run(
+        *("--backend", "deepspeed", "--zero-stage", "3", "--precision", "bf16"),
+        *("--group-size", "4", "--batch-size", "16", "--max-new-tokens", "32"),
+        *("--gradient-checkpointing", "--lora-rank", "8", "--lora-alpha", "32"),
+        *("--lora-targets", "q_proj,v_proj"),
+    )
+    assert (run.backend, run.zero_stage, run.precision) == ("deepspeed", 3, "bf16")
+    config, options = run.config, run.options
+    assert (config.group_size, config.batch_size, config.max_new_tokens) == (4, 16, 32)
+    assert options.gradient_checkpointing
+    lora = (options.lora_rank, options.lora_alpha, options.lora_targets)
+    assert lora == (8, 32.0, "q_proj,v_proj")
+    assert main(["train", "--help"]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    for doc in (TrainOptions.field_help()["lora_rank"], RunConfig.field_help()["zero_stage"]):
+        assert doc in flat
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--zero-stage", "2"], r"zero_stage=2: applies to the deepspeed backend, not torch"),
+        (["--backend", "deepspeed", "--zero-stage", "4"], r"zero_stage=4: is not 0-3"),
+        (["--group-size", "0"], r"config\.group_size=0: must be >= 1 \(set by --group-size\)"),
+        (["--batch-size", "6"], r"config\.batch_size=6: must be a positive multiple of group"),
+        (["--max-new-tokens", "0"], r"config\.max_new_tokens=0: must be >= 1"),
+        (["--lora-rank", "-1"], r"options\.lora_rank=-1: must be >= 0 \(set by --lora-rank\)"),
+        (["--lora-alpha", "0"], r"options\.lora_alpha=0.0: must be > 0"),
+        (["--lora-targets", ","], r"options\.lora_targets=',': names no module"),
+    ],
+)
+def test_a_bad_training_knob_names_the_value_and_the_fix(argv, message):
+    with pytest.raises(ConfigError, match=message) as raised:
+        _run(*argv)
+    assert "Fix:" in str(raised.value)
+
+
+def test_a_precision_that_is_not_offered_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--precision", "fp16"])
+    assert "invalid choice: 'fp16'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"precision='fp16': is not a valid choice"):
+        resolve_run(Layer("mine", {"precision": "fp16"}))
