@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # an unpinned torch pulls several GB of CUDA packages.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup services clean-services train test test-fast lint check-extras bench clean
+.PHONY: setup services clean-services train test test-fast lint check-extras bench gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,11 @@ $(VENV)/.installed: pyproject.toml
 
 train: setup
 	$(BIN)/agentgym train --env agentgym/FrozenLake-v0
+
+# On a machine with one GPU (setup installs CUDA torch where nvidia-smi exists): the GPU path's
+# checks and figures in one JSON, about 9 minutes (scripts/gpu_check.py says what it runs).
+gpu-check: setup
+	$(BIN)/python scripts/gpu_check.py --out gpu_check.json
 
 # The sandbox tests need bubblewrap and a Docker daemon with the project's image. As root on a
 # Debian machine this installs and starts them (scripts/docker_setup.sh) and the tests then

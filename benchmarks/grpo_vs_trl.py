@@ -78,7 +78,7 @@ def run_agentgym(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model, tokenizer = load()
+    model, tokenizer = load(args.model)
     prompts = [
         list(
             tokenizer.apply_chat_template(
@@ -176,7 +176,7 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model, tokenizer = load()
+    model, tokenizer = load(args.model)
     n = args.prompts * args.group_size
     dataset = Dataset.from_list([{"prompt": m} for m in messages(args)])
     calls = {"step": 0}
@@ -274,6 +274,7 @@ def parse() -> argparse.Namespace:
         "times its decode steps at 1 and --threads threads and keeps the faster); the update "
         "keeps --threads",
     )
+    parser.add_argument("--model", help="a local model directory (default: the tiny policy)")
     parser.add_argument("--lr", type=float, default=1e-6)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed one")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps (median reported)")
@@ -299,6 +300,7 @@ def main() -> None:
         f"--warmup={args.warmup}",
         f"--repeats={args.repeats}",
         f"--seed={args.seed}",
+        *([f"--model={args.model}"] if args.model else []),
     ]
     env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"}
     results: dict[str, Any] = {}

@@ -61,9 +61,11 @@ QWEN25_05B = {
 
 
 def local_text(budget: int) -> Iterator[str]:
-    """The tiny corpus, then standard-library sources (sorted paths) up to ``budget`` bytes."""
+    """The tiny corpus, then standard-library sources (sorted paths), up to ``budget`` bytes."""
     used = 0
     for doc in tiny_corpus():
+        if used >= budget:
+            return
         used += len(doc)
         yield doc
     stdlib = Path(sysconfig.get_paths()["stdlib"])
