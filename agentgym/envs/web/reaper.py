@@ -1,8 +1,8 @@
 """The reaper: no Chromium outlives the process that launched it.
 
 Playwright starts each browser as the leader of a new process group (its renderers, GPU and
-utility processes join that group). A watchdog process, ``python -m agentgym.envs.web.reaper
-<pid>``, started once per agent process in a session of its own, holds the read end of a pipe
+utility processes join that group). A watchdog process (this file run as a script with the
+agent's pid), started once per agent process in a session of its own, holds the read end of a pipe
 from the agent: the agent writes ``+<pgid>`` when a browser starts and ``-<pgid>`` when it closed
 one. When the pipe reaches end-of-file or the agent's pid is no longer the watchdog's parent (the
 agent exited, crashed, or was killed with SIGKILL, which no handler in the agent can catch), the
@@ -44,8 +44,10 @@ class Reaper:
             return self._process
         if not hasattr(os, "killpg"):
             return None
+        # The file as a script (stdlib only, isolated mode): it starts in milliseconds, without
+        # importing agentgym, so it is watching before the agent can die.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "agentgym.envs.web.reaper", str(os.getpid())],
+            [sys.executable, "-I", "-S", __file__, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -102,17 +104,22 @@ def watch_parent(parent: int, fd: int = 0) -> None:
     """The watchdog's loop: read commands on ``fd`` until the parent is gone, then kill."""
     groups: set[int] = set()
     buffer = b""
-    while os.getppid() == parent:
-        ready, _, _ = select.select([fd], [], [], _POLL_S)
+    open_ = True
+    while open_:
+        alive = os.getppid() == parent
+        # Once the parent is gone, read what it wrote before dying (without waiting), then kill.
+        ready, _, _ = select.select([fd], [], [], _POLL_S if alive else 0)
         if not ready:
-            continue
-        chunk = os.read(fd, 4096)
-        if not chunk:
+            if alive:
+                continue
             break
+        chunk = os.read(fd, 4096)
+        open_ = bool(chunk)
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             _apply(line, groups)
+    _apply(buffer, groups)
     for pgid in groups:
         kill_group(pgid)
 

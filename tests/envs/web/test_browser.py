@@ -167,5 +167,41 @@ def test_sigkill_of_the_agent_leaves_no_chromium(chromium: str, site_url: str) -
         agent.wait(30)
 
 
+WATCHED = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from agentgym.envs.web.reaper import reaper
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    reaper.watch(child.pid)
+    print(child.pid, reaper.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_the_reaper_kills_registered_groups_when_its_agent_dies() -> None:
+    """The watchdog alone (without Playwright's own clean-up): a process group registered by an
+    agent that is then SIGKILLed is killed, and the watchdog exits."""
+    root = Path(__file__).resolve().parents[3]
+    agent = subprocess.Popen(
+        [sys.executable, "-c", WATCHED], stdout=subprocess.PIPE, text=True, cwd=root
+    )
+    try:
+        line = agent.stdout.readline() if agent.stdout else ""
+        group, watchdog = (int(x) for x in line.split())
+        assert live_processes(group)
+        agent.kill()
+        agent.wait(30)
+        assert wait_until_gone(group) == []
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{watchdog}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status = Path(f"/proc/{watchdog}/stat")
+        assert not status.exists() or status.read_text().split(") ")[1][0] == "Z"
+    finally:
+        agent.kill()
+        agent.wait(30)
+
+
 def test_tasks_fixture_is_used() -> None:
     assert [t["task_id"] for t in TASKS] == ["form", "press", "answer"]
