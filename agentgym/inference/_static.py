@@ -206,7 +206,9 @@ class StaticDecoder:
                 self._step(*bucket.inputs())
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread-local: the engine records on its worker thread; CUDA work another thread does
+        # meanwhile must not fail the capture (nor be captured)
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             bucket.logits = self._step(*bucket.inputs())
         bucket.graph = graph
 
