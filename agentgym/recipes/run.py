@@ -85,7 +85,7 @@ def _build(run: RunConfig) -> tuple[Any, Any]:
 
     seed = run.seed if run.init == "random" else None
     model, tokenizer = models.load(run.model, seed=seed)
-    backend_options = {}
+    backend_options: dict[str, Any] = {}
     if run.micro_batch_tokens is not None:
         backend_options["micro_batch_tokens"] = run.micro_batch_tokens
     backend_options["precision"] = run.precision

@@ -62,7 +62,7 @@ def add_lora(model: nn.Module, settings: LoraSettings, seed: int = 0) -> nn.Modu
         ) from None
     config = LoraConfig(
         r=settings.rank,
-        lora_alpha=settings.alpha,
+        lora_alpha=settings.alpha,  # type: ignore[arg-type]  # peft says int; a float scales
         target_modules=_target_modules(settings.targets),
         lora_dropout=0.0,
         bias="none",

@@ -267,9 +267,8 @@ class PolicyModule(nn.Module):
         """Recompute each decoder layer's activations in the backward pass (transformers'
         ``gradient_checkpointing_enable``, non-reentrant) in the policy and the value model:
         activation memory of one layer instead of all, for about one more forward pass."""
-        for model in (self.policy, None if self.value is None else self.value.backbone):
-            if model is None:
-                continue
+        models: list[Any] = [self.policy] + ([] if self.value is None else [self.value.backbone])
+        for model in models:
             if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
                 model.activation_checkpointing_enable({"use_reentrant": False})
             else:
@@ -287,7 +286,11 @@ class PolicyModule(nn.Module):
         allowed: Tensor | None = None,  # [B, T, K]: constrained tokens' allowed ids
         entropy_grad: bool = False,
     ) -> PolicyOutput:
-        scoring = {"with_entropy": with_entropy, "allowed": allowed, "entropy_grad": entropy_grad}
+        scoring: dict[str, Any] = {
+            "with_entropy": with_entropy,
+            "allowed": allowed,
+            "entropy_grad": entropy_grad,
+        }
         if loss_mask is not None and _plain_head(self.policy):
             positions = loss_mask[:, 1:].bool()  # [B, T-1]
             hidden = self._shared_hidden(input_ids, attention_mask, loss_mask, positions)

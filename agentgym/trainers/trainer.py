@@ -233,8 +233,9 @@ class Trainer:
         """What ``push_weights`` sends: an engine that generates with the policy module itself
         (``colocate``) gets the module's own tensors, adapters included (nothing is copied);
         any other the merged weights."""
-        if self.engine is not None and getattr(self.engine, "model", None) is self.module.policy:
-            return self.backend.gathered_state_dict(self.module.policy)
+        policy: nn.Module = self.module.policy
+        if self.engine is not None and getattr(self.engine, "model", None) is policy:
+            return self.backend.gathered_state_dict(policy)
         return self.policy_state_dict()
 
     def _engine_anywhere(self) -> bool:
