@@ -133,7 +133,7 @@ def build_model(args: argparse.Namespace, eos_id: int, pad_id: int) -> object:
         num_key_value_heads=args.kv_heads,
         hidden_act="silu",
         max_position_embeddings=args.positions,
-        rope_theta=args.rope_theta,
+        rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
         use_sliding_window=False,

@@ -64,7 +64,8 @@ class Section:
     """What a section's subprocess records, written to its file as it goes."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.figures = path, {}
+        self.path = path
+        self.figures: dict[str, Any] = {}
 
     def record(self, **figures: Any) -> None:
         self.figures.update(figures)

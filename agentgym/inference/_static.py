@@ -182,11 +182,11 @@ class StaticDecoder:
         self._check_weights()
         if bucket.graph is None:
             try:
-                self._record(bucket)
+                graph = self._record(bucket)
             except Exception as error:  # a model or torch version the capture cannot take
                 return self._give_up(bucket, f"recording a CUDA graph failed: {error!r}")
             assert bucket.logits is not None
-            bucket.graph.replay()
+            graph.replay()
             eager = self._forward(*bucket.inputs())  # rewrites the same column: idempotent
             gap = _gap(bucket.logits, eager)
             if gap is not None:
@@ -196,7 +196,7 @@ class StaticDecoder:
         assert bucket.logits is not None
         return bucket.logits
 
-    def _record(self, bucket: _Bucket) -> None:
+    def _record(self, bucket: _Bucket) -> Any:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream()
@@ -211,6 +211,7 @@ class StaticDecoder:
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             bucket.logits = self._step(*bucket.inputs())
         bucket.graph = graph
+        return graph
 
     def _check_weights(self) -> None:
         """Graphs address the parameters they were recorded with: after a weight update that

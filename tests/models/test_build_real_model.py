@@ -56,6 +56,7 @@ def test_it_loads_with_the_auto_classes(built):
     config = json.loads((built / "config.json").read_text())
     assert config["model_type"] == "qwen2"
     assert config["tie_word_embeddings"] is True
+    assert config["rope_parameters"]["rope_theta"] == 1e6
     assert model.config.num_key_value_heads == 2
     assert model.get_output_embeddings().weight.shape == (1024, 64)
     assert len(tok) == 600
