@@ -55,6 +55,7 @@ window.addEventListener('load', function () {
 
 _READY = "() => window.__agentgymMiniwob === true && WOB_TASK_READY !== false"
 _UTTERANCE = """() => {
+  if (window.__agentgymMiniwob !== true || WOB_TASK_READY === false) return null;
   const u = core.getUtterance();
   return typeof u === 'string' ? u : String(u.utterance);
 }"""
@@ -154,8 +155,11 @@ class MiniWoBSite:
 
     async def instruction(self, page: Page, task: WebTask) -> str:
         """The task's utterance, read from the started page (it depends on the seed)."""
-        await page.wait_for_function(_READY, timeout=READY_TIMEOUT_MS)
-        return str(await page.evaluate(_UTTERANCE))
+        text = await page.evaluate(_UTTERANCE)  # one round trip when the page has started
+        if text is None:
+            await page.wait_for_function(_READY, timeout=READY_TIMEOUT_MS)
+            text = await page.evaluate(_UTTERANCE)
+        return str(text)
 
     async def evaluate(self, page: Page, task: WebTask, answer: str | None) -> Evaluation:
         path = "/" + str(task.data["page"])
