@@ -24,6 +24,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from agentgym.trainers.logprobs import LogprobEntropy, restrict_logits
+
 __all__ = ["LOGITS_BUDGET", "chunk_size", "head_logprobs"]
 
 LOGITS_BUDGET = 2**25
@@ -47,13 +49,11 @@ def _score(
     temperature: float,
     with_entropy: bool,
 ) -> tuple[Tensor, Tensor]:  # [n], [n]
-    from agentgym.trainers.modules import _LogprobEntropy, restrict_logits
-
     logits = head(hidden)  # [n, V]
     scaled = logits.float() if temperature == 1 else logits.float() / temperature
     if allowed is not None:
         scaled = restrict_logits(scaled, allowed)
-    out: tuple[Tensor, Tensor] = _LogprobEntropy.apply(
+    out: tuple[Tensor, Tensor] = LogprobEntropy.apply(
         scaled, targets, with_entropy, allowed is not None
     )
     return out
