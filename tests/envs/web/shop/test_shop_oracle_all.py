@@ -1,7 +1,15 @@
-"""Slow: the scripted oracle over every shop task, and the random policy over 50 episodes."""
+"""Slow: the scripted oracle over a sample of the shop's tasks in Chromium, and the random policy
+over 50 episodes.
+
+The sample is every 6th task of each difficulty (100 of 600): every task at ~8 steps takes ~30
+minutes of a 2-core machine, too much beside the rest of the suite. Every task's goal earning
+exactly 1 is checked without a browser (test_shop_grading.py); ``AGENTGYM_SHOP_ALL_TASKS=1`` runs
+the oracle over all of them here (600 of 600 solved when last run, docs/envs.md).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,9 +31,12 @@ def env(chromium: str) -> Iterator[Any]:
 
 
 @pytest.mark.timeout(5400)
-def test_oracle_solves_95_percent_of_all_tasks(env: Any) -> None:
+def test_oracle_solves_95_percent_of_the_tasks(env: Any) -> None:
     tasks = load_tasks()
     assert len(tasks) >= 500
+    if os.environ.get("AGENTGYM_SHOP_ALL_TASKS") != "1":
+        tasks = tasks[::6]  # tasks are listed by difficulty: each keeps its share
+        assert {t.difficulty for t in tasks} == {0, 1, 2, 3}
     failed = []
     for task in tasks:
         total, info, _ = run_episode(env, task.task_id, "oracle")
