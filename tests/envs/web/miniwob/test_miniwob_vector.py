@@ -1,5 +1,9 @@
 """64 concurrent MiniWoB episodes through ``AgentVectorEnv``: 1,000 episodes end with no Chromium
-process left behind and a memory footprint that stops growing (figures printed)."""
+process left behind and a memory footprint that stops growing (figures printed).
+
+One task (click-button), so that consecutive episodes of an env restart in its loaded page as
+training does; every env still opens a fresh context at its first episode and every
+``reuse_page`` episodes, and random clicks end many episodes with a wrong button."""
 
 from __future__ import annotations
 
@@ -45,7 +49,8 @@ def _click_something(env: MiniWoBEnv, rng: random.Random) -> str:
 def test_a_thousand_episodes_at_64_concurrent_leak_nothing(chromium: str) -> None:
     assert not _chromium_processes()
     rng = random.Random(0)
-    venv = AgentVectorEnv([lambda: MiniWoBEnv(max_steps=3) for _ in range(NUM_ENVS)])
+    make = lambda: MiniWoBEnv(task="click-button", max_steps=3)  # noqa: E731
+    venv = AgentVectorEnv([make for _ in range(NUM_ENVS)])
     ended = infra = 0
     rss: list[float] = []
     try:
