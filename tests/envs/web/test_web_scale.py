@@ -63,6 +63,7 @@ def vector(n: int, site_url: str, **kwargs: Any) -> AgentVectorEnv:
     return AgentVectorEnv([make] * n)
 
 
+@pytest.mark.timeout(900)
 def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) -> None:
     envs = vector(64, site_url)
     groups: set[int] = set()
@@ -92,6 +93,7 @@ def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) 
     assert browser_pids(groups) == []
 
 
+@pytest.mark.timeout(3600)
 def test_1000_episodes_leak_no_chromium_and_keep_memory_bounded(
     chromium: str, site_url: str
 ) -> None:
