@@ -3,7 +3,10 @@ grpo.toml: click-test-2, constrained to the page's action choices) takes the ran
 policy clearly above its starting success: the 95% Wilson intervals of the run's own
 evaluations before and after training do not overlap.
 
-The run's wall and CPU time (Chromium included) are printed; see the recipe for the figures.
+The run's wall and CPU time (Chromium included) are printed. Measured on the project machine
+(2 CPUs, other jobs beside it, load average 10-20): success 0.188 [0.066, 0.430] before,
+0.938 [0.717, 0.989] after (16 episodes each); 471 s wall, 175 s CPU. Batches whose seed lays
+button TWO over ONE cannot be won (the click on ONE is refused as covered), hence not 1.0.
 """
 
 from __future__ import annotations
