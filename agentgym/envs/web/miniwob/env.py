@@ -85,6 +85,12 @@ class MiniWoBEnv(WebEnv):
         (MiniWoB restarts its task in place, as its own env does), so JS globals a page does not
         reset can carry over between such episodes.
 
+    Reset info keys: ``tools``, ``task_id``, ``instruction`` (the page's utterance), ``url``,
+    ``max_steps``, ``action_choices``, ``infra_error``, ``error``, ``screenshot``. Step info
+    keys: ``task_id``, ``success``, ``reward_components``,
+    ``task_components``, ``invalid_action``, ``url``, ``step``, ``action_choices``,
+    ``truncation_reason``, ``infra_error``, ``error``, ``screenshot``.
+
     Version history:
         v0: first version.
     """
