@@ -1,6 +1,11 @@
-"""Scale (slow): 64 concurrent episodes through AgentVectorEnv on one browser, and 1,000 episodes
+"""Scale (slow): 64 concurrent episodes through AgentVectorEnv on one browser, and many episodes
 with browser recycling that leave no Chromium behind and keep memory bounded. Figures are
-printed (run with -s); speed is not asserted here (benchmarks/ measures it)."""
+printed (run with -s); speed is not asserted here (benchmarks/ measures it).
+
+The recycling run plays 240 episodes (a browser every 48: five browsers) by default, ~4 minutes
+of a loaded 2-core machine; ``AGENTGYM_WEB_EPISODES=1000`` plays the issue's 1,000 (a browser
+every 200), ~16 minutes there. MiniWoB's own 1,000-episode run is
+tests/envs/web/miniwob/test_miniwob_vector.py."""
 
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc"),
 ]
+
+EPISODES = int(os.environ.get("AGENTGYM_WEB_EPISODES", "240"))
+RECYCLE_EVERY = EPISODES // 5
 
 ONE_CLICK = [
     {
@@ -94,24 +102,24 @@ def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) 
 
 
 @pytest.mark.timeout(3600)
-def test_1000_episodes_leak_no_chromium_and_keep_memory_bounded(
+def test_many_episodes_leak_no_chromium_and_keep_memory_bounded(
     chromium: str, site_url: str
 ) -> None:
-    envs = vector(8, site_url, recycle_every=200)
+    envs = vector(8, site_url, recycle_every=RECYCLE_EVERY)
     groups: set[int] = set()
     samples: list[tuple[int, float, float]] = []
     episodes = 0
     try:
         envs.reset(seed=0)
         started = time.perf_counter()
-        while episodes < 1000:
+        while episodes < EPISODES:
             # Autoreset (next step): odd steps end the episodes, even steps start the next ones.
             _, rewards, terminated, _, infos = envs.step(["click(3)"] * 8)
             if all(terminated):
                 assert list(rewards) == [1.0] * 8
                 episodes += 8
                 groups |= groups_of(envs)
-                if episodes % 200 == 0:
+                if episodes % RECYCLE_EVERY == 0:
                     agent = rss_mib([os.getpid()])
                     browser = rss_mib(browser_pids(groups))
                     samples.append((episodes, agent, browser))
@@ -124,12 +132,13 @@ def test_1000_episodes_leak_no_chromium_and_keep_memory_bounded(
     while browser_pids(groups) and time.monotonic() < deadline:
         time.sleep(0.1)
     leaked = browser_pids(groups)
-    print(f"\n1000 episodes in {took:.0f} s ({1000 / took:.1f} episodes/s), {len(groups)} browsers")
+    print(f"\n{EPISODES} episodes in {took:.0f} s ({EPISODES / took:.1f} episodes/s), "
+          f"{len(groups)} browsers")
     for count, agent, browser in samples:
         print(f"  after {count:4d} episodes: agent RSS {agent:.0f} MiB, Chromium {browser:.0f} MiB")
     print(f"  Chromium processes left after close: {len(leaked)}")
     assert leaked == []
-    assert len(groups) >= 5  # recycled every 200 episodes
+    assert len(groups) >= 5  # recycled every RECYCLE_EVERY episodes
     # Bounded: the agent grows by less than 150 MiB from the first sample to the last, and the
     # live Chromium tree stays under 1.5 GiB (one browser and its renderers at a time).
     assert samples[-1][1] - samples[0][1] < 150, samples
