@@ -12,8 +12,8 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from functools import cache
-from importlib import resources
 
+from agentgym.envs.web.miniwob.site import package_html
 from agentgym.envs.web.observe import Node
 
 __all__ = ["SOLVERS", "OracleError", "solve"]
@@ -185,7 +185,7 @@ def _arithmetic(instruction: str, nodes: Sequence[Node], history: Sequence[str])
 
 @cache
 def _countries() -> tuple[str, ...]:
-    source = resources.files("miniwob").joinpath("html", "common", "ui_utils.js").read_text()
+    source = package_html().joinpath("common", "ui_utils.js").read_text()
     found = re.search(r"COUNTRIES\s*=\s*\[(.*?)\]", source, re.S)
     if found is None:
         raise OracleError("ui_utils.js lists no COUNTRIES")

@@ -16,11 +16,13 @@ discount, in [-1, 1]) once ``WOB_DONE_GLOBAL`` is set.
 
 from __future__ import annotations
 
+import importlib.util
 import mimetypes
 import posixpath
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -78,13 +80,26 @@ _STATE = """(path) => (window.__agentgymMiniwob !== true || location.pathname !=
   : {done: WOB_DONE_GLOBAL === true, raw: Number(WOB_RAW_REWARD_GLOBAL)}"""
 
 
+MINIWOB_INSTALL = "pip install 'agentgym[web]' (it installs miniwob, which ships the pages)"
+
+
+@lru_cache(maxsize=1)
+def package_html() -> Traversable:
+    """The ``html/`` folder of the installed ``miniwob`` package."""
+    spec = importlib.util.find_spec("miniwob")
+    # A folder named miniwob on sys.path (a namespace package) is not the package.
+    if spec is None or spec.origin is None:
+        raise ImportError(f"MiniWoB-v0 serves the miniwob package's pages. Fix: {MINIWOB_INSTALL}")
+    return resources.files("miniwob").joinpath("html")
+
+
 @lru_cache(maxsize=512)
 def _package_file(path: str) -> bytes | None:
     """The bytes of ``miniwob/html/<path>`` in the installed package, or ``None``."""
     clean = posixpath.normpath(path).lstrip("/")
     if clean.startswith("..") or not clean:
         return None
-    node = resources.files("miniwob").joinpath("html", *clean.split("/"))
+    node = package_html().joinpath(*clean.split("/"))
     return node.read_bytes() if node.is_file() else None
 
 
@@ -114,6 +129,7 @@ class MiniWoBSite:
     name = "miniwob"
 
     def __init__(self, tasks: Sequence[WebTask]) -> None:
+        package_html()  # fail at construction, not at the first request, without the package
         self._tasks = tuple(tasks)
         self._seeds: dict[BrowserContext, int] = {}
         """The seed each open context's task page starts with (a reload replays it)."""
