@@ -81,6 +81,8 @@ def register_builtin_envs() -> None:
         "agentgym.envs.web.miniwob:MiniWoBEnv",
         family="Web",
         tags=("web", "browser", "multi-turn", "tools", "miniwob"),
-        extras=("web",),
+        extras=("web",),  # and Debian's chromium (apt-get install chromium)
+        # MiniWoB's raw reward: -1 for a wrong answer, 1 for a solved task.
+        reward_range=(-1.0, 1.0),
         description="MiniWoB++ tasks (click, type, forms) in a real Chromium.",
     )
