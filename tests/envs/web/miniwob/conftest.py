@@ -3,7 +3,7 @@ instruction, and an episode played by the scripted solution."""
 
 from __future__ import annotations
 
-import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,8 +11,12 @@ import pytest
 
 @pytest.fixture
 def helpers() -> Any:
-    """``helpers.play_oracle`` and ``helpers.instruction_of`` (this module's functions)."""
-    return sys.modules[__name__]
+    """``helpers.play_oracle`` and ``helpers.instruction_of``.
+
+    A namespace of the functions, not ``sys.modules[__name__]``: every conftest.py of a folder
+    without ``__init__.py`` is imported as ``conftest``, so that name holds whichever came last.
+    """
+    return SimpleNamespace(play_oracle=play_oracle, instruction_of=instruction_of)
 
 
 def instruction_of(env: Any, info: dict[str, Any]) -> str:
