@@ -80,6 +80,11 @@ class RunningBatch:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def weights_changed(self) -> None:
+        """The model's weights were updated (in place or by a copy): drop what was derived."""
+        if self.fused is not None:
+            self.fused.invalidate()
+
     def step(self, joining: list[Row], version: int) -> list[tuple[Row, Completion]]:
         """Prefill ``joining``, decode one token for every row, and return the finished rows."""
         if self.static is not None:

@@ -35,9 +35,11 @@ class FusedDecoder:
     """``decoder(ids [B, 1], mask [B, T], positions [B, 1], cache) -> logits [B, V]``.
 
     ``mask`` covers the cache's columns plus the new token (1 real, 0 padding), as the batch
-    passes it to the model. The concatenated q/k/v and gate/up weights are rebuilt whenever a
-    source parameter changed (an optimizer step in place, ``load_state_dict``): each step checks
-    the parameters' version counters, so a decoder never runs stale weights.
+    passes it to the model. The concatenated q/k/v and gate/up weights are rebuilt after
+    ``invalidate()`` (every weight push calls it) and whenever a source parameter's version
+    counter moved (``load_state_dict``). The counters alone are not enough: a fused optimizer
+    step updates the parameters in place without bumping them, and an engine sharing the
+    trainer's parameters then decoded with the q/k/v and gate/up weights of its first step.
     """
 
     def __init__(self, model: Any) -> None:
@@ -106,6 +108,10 @@ class FusedDecoder:
         grouped = q.reshape(rows, self.kv_heads, self.heads // self.kv_heads, self.head_dim)
         scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(self.scale).add_(bias)
         return torch.matmul(torch.softmax(scores, dim=-1), v)  # [B, kv_heads, groups, D]
+
+    def invalidate(self) -> None:
+        """Rebuild the concatenated weights at the next step (the parameters changed)."""
+        self._key = None
 
     def _weights(self) -> list[_Fused]:
         key = tuple(

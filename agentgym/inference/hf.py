@@ -409,6 +409,7 @@ class HFEngine:
     def _load(self, weights: Mapping[str, torch.Tensor] | str | os.PathLike[str]) -> None:
         if self._prefixes is not None:
             self._prefixes.clear()  # caches computed by the old weights
+        self._batch.weights_changed()  # also when every tensor is shared: updated in place
         if isinstance(weights, str | os.PathLike):
             weights = _read_safetensors(Path(weights))
         own = self.model.state_dict()
