@@ -38,14 +38,13 @@ from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread: deterministic and polite
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_tiny_tokenizer import corpus as tiny_corpus
+from build_tiny_tokenizer import train_bpe
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "agentgym/models/tiny/chat_template.jinja"
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-TOOL_MARKERS = ["<tool_call>", "</tool_call>"]
 
 QWEN25_05B = {
     "layers": 24,
@@ -83,25 +82,7 @@ def local_text(budget: int) -> Iterator[str]:
 
 
 def build_tokenizer(vocab: int, corpus_bytes: int) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab - len(TOOL_MARKERS),
-        min_frequency=2,
-        special_tokens=[AddedToken(t, special=True, normalized=False) for t in SPECIAL],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(local_text(corpus_bytes), trainer=trainer)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_MARKERS])
-    return tok
+    return train_bpe(local_text(corpus_bytes), vocab)
 
 
 def save_tokenizer(tok: Tokenizer, out: Path) -> object:

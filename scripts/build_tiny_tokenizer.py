@@ -21,7 +21,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread: deterministic and polite
@@ -196,6 +196,14 @@ def corpus(seed: int = SEED, docs: int = DOCS) -> Iterator[str]:
 
 
 def build_tokenizer(seed: int = SEED) -> Tokenizer:
+    tok = train_bpe(corpus(seed), VOCAB_SIZE)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in AROUND_PAIRS])
+    return tok
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
+    """A byte-level BPE of ``vocab_size`` tokens trained on ``texts``: the chat template's special
+    tokens, then the merges, then the tool-call markers (build_real_model.py uses it too)."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -206,15 +214,14 @@ def build_tokenizer(seed: int = SEED) -> Tokenizer:
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - len(TOOL_MARKERS),
+        vocab_size=vocab_size - len(TOOL_MARKERS),
         min_frequency=2,
         special_tokens=[AddedToken(t, special=True, normalized=False) for t in SPECIAL],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(corpus(seed), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_MARKERS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in AROUND_PAIRS])
     return tok
 
 
