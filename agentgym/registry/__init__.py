@@ -56,6 +56,8 @@ class EnvInfo:
     reward_range: tuple[float, float] = (0.0, 1.0)
     description: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, float] = field(default_factory=dict)
+    envs_per_actor: int | None = None
 
     @property
     def spec(self) -> gym.envs.registration.EnvSpec:
@@ -135,6 +137,8 @@ def register(
     additional_wrappers: tuple[WrapperSpec, ...] = (),
     vector_entry_point: Any = None,
     kwargs: dict[str, Any] | None = None,
+    resources: dict[str, float] | None = None,
+    envs_per_actor: int | None = None,
 ) -> EnvInfo:
     """Register an env with Gymnasium and record its metadata.
 
@@ -156,6 +160,11 @@ def register(
         vector_entry_point: as in ``gymnasium.register``; by default an ``AgentVectorEnv``
             (``gym.make_vec(id, n, vectorization_mode="vector_entry_point")``).
         kwargs: default constructor arguments, as in ``gymnasium.register``.
+        resources: what one env needs where it runs in a Ray actor (``workers="ray"``), as Ray
+            resources: ``{"num_cpus": 1}`` for a container per env, ``memory`` in bytes, custom
+            resources. Nothing declared: a light env (see ``agentgym.vector.ray_workers``).
+        envs_per_actor: envs per Ray actor (``None``: 1 for envs that declare a CPU or more,
+            16 for light ones).
     """
     match = _check_registration(id, entry_point, vector_entry_point, reward_range, kwargs)
     kwargs = dict(kwargs or {})
@@ -181,6 +190,8 @@ def register(
         reward_range=(float(reward_range[0]), float(reward_range[1])),
         description=description,
         kwargs=kwargs,
+        resources=dict(resources or {}),
+        envs_per_actor=envs_per_actor,
     )
     _ENVS[id] = info
     return info

@@ -22,6 +22,7 @@ def register_builtin_envs() -> None:
         tags=("code", "single-turn", "sandbox"),
         extras=("code",),
         description="Write a Python program that passes hidden tests (HumanEval by default).",
+        resources={"num_cpus": 1},  # a sandboxed program per env at a time (workers="ray")
     )
     register(
         "agentgym/Code-MultiTurn-v0",
@@ -57,6 +58,7 @@ def register_builtin_envs() -> None:
         extras=("docker",),  # only for the docker backend; "local" needs bubblewrap and git
         reward_range=(0.0, 1.0),
         description="Fix a reported bug in a real repository; graded by its own tests.",
+        resources={"num_cpus": 1},  # a container (or sandbox) per env (workers="ray")
     )
     register(
         "agentgym/MCP-v0",

@@ -152,7 +152,9 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
         ``workers``: where the sub-envs run. ``None``: where the env class asks (``worker`` on
         ``AgentEnv``: in this process, a synchronous env's calls on a thread of its own; or
         ``"process"``); ``"thread"``: in this process; ``"process"``: each in a child process
-        (``agentgym.vector.process.ProcessEnv``), where a hung call can be killed.
+        (``agentgym.vector.process.ProcessEnv``), where a hung call can be killed; ``"ray"``: in
+        Ray actors, spread over a cluster (``agentgym.vector.ray_workers``; with the options
+        ``ray_address``, ``envs_per_actor``, ``ray_resources``).
         """
         spec = gym.spec(resolve_id(env_id))
         if spec.additional_wrappers:
@@ -176,10 +178,17 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
 
             return ProcessEnv(env_id, env_kwargs)
 
+        ray_options = _ray_options(env_kwargs, workers)
+        if workers == "ray":  # Ray actors (agentgym.vector.ray_workers); imports ray
+            from agentgym.vector.ray_workers import ray_factories
+
+            factories = ray_factories(env_id, env_kwargs, num_envs, ray_options)
+        else:
+            factories = [make_process_env if _in_processes(spec, workers) else make_env] * num_envs
         mode = check_autoreset_mode(autoreset_mode)
         max_episode_steps = max_episode_steps or spec.max_episode_steps
         venv = cls(
-            [make_process_env if _in_processes(spec, workers) else make_env] * num_envs,
+            factories,
             group_size=group_size,
             max_concurrency=max_concurrency,
             step_timeout=step_timeout,
@@ -196,6 +205,7 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
             "autoreset_mode": mode.value,
             "max_episode_steps": max_episode_steps,
             "workers": workers,
+            **ray_options,
         }
         kwargs = {**env_kwargs, **{k: v for k, v in options.items() if v is not None}}
         kwargs.update(num_envs=num_envs, vectorization_mode="vector_entry_point")
@@ -355,12 +365,21 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
                 log.exception("closing env %d failed", sub.index)
 
 
+def _ray_options(env_kwargs: dict[str, Any], workers: str | None) -> dict[str, Any]:
+    """Take ``ray_address``, ``envs_per_actor`` and ``ray_resources`` out of ``env_kwargs``."""
+    names = ("ray_address", "envs_per_actor", "ray_resources")
+    options = {name: env_kwargs.pop(name) for name in names if name in env_kwargs}
+    if workers not in (None, "thread", "process", "ray"):
+        raise ConfigError(
+            "workers", workers, "is not a place envs run", "pass None, 'thread', 'process' or 'ray'"
+        )
+    if options and workers != "ray":
+        raise ConfigError("workers", workers, f"{sorted(options)} need Ray", "pass workers='ray'")
+    return options
+
+
 def _in_processes(spec: gym.envs.registration.EnvSpec, workers: str | None) -> bool:
     """Whether ``workers`` (or, for ``None``, the env class) puts each sub-env in a process."""
-    if workers not in (None, "thread", "process"):
-        raise ConfigError(
-            "workers", workers, "is not a place envs run", "pass None, 'thread' or 'process'"
-        )
     if workers is not None:
         return workers == "process"
     creator = spec.entry_point
