@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.inference",),
     ("agentgym.rollout",),
     ("agentgym.trainers",),
-    ("agentgym.recipes",),
+    ("agentgym.recipes", "agentgym.integrations"),
     ("agentgym.cli", "agentgym.__main__"),
 )
 
