@@ -1,4 +1,4 @@
-"""``agentgym serve``: an OpenAI-compatible server over ``HFEngine``.
+"""``agentgym serve``: an OpenAI-compatible and SGLang-native server over ``HFEngine``.
 
 Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` (tools in, hermes
 ``<tool_call>`` blocks parsed into ``tool_calls`` out) and ``POST /v1/completions`` (a text or
@@ -6,6 +6,11 @@ token-id prompt; with ``return_token_ids`` the sampled ids come back, and ``logp
 sampling distribution's, so ``OpenAIEngine`` gets trainable token-level results). Streaming and
 ``n > 1`` are not offered. vLLM's extensions ``top_k``, ``stop_token_ids``, ``ignore_eos``,
 ``return_token_ids`` and ``return_tokens_as_token_ids`` are accepted.
+
+Beside them, SGLang's native API (``agentgym.inference.sglang_routes``): ``/generate``,
+``/update_weights_from_disk``, ``/flush_cache``, ``/pause_generation``, ``/continue_generation``,
+``/get_model_info``, so that ``SGLangEngine`` trains against this server on a CPU exactly as it
+does against SGLang on GPUs. A pause holds the OpenAI routes' requests too.
 
 The CLI entry points ``add_serve_arguments`` / ``run_serve`` are wired into ``agentgym.cli``.
 """
@@ -26,6 +31,7 @@ from starlette.routing import Route
 from agentgym.core.errors import ConfigError
 from agentgym.inference.base import Completion, SamplingParams
 from agentgym.inference.chat import parse_assistant, render_ids
+from agentgym.inference.sglang_routes import NativeRoutes, PausableEngine
 
 __all__ = ["add_serve_arguments", "build_app", "run_serve", "serve"]
 
@@ -212,17 +218,32 @@ def _guarded(
 
 
 def build_app(
-    engine: Any, tokenizer: Any, *, model_name: str = "agentgym-tiny", tool_parser: str = "hermes"
+    engine: Any,
+    tokenizer: Any,
+    *,
+    model_name: str = "agentgym-tiny",
+    tool_parser: str = "hermes",
+    model_path: str | None = None,
+    tokenizer_path: str | None = None,
 ) -> Starlette:
     """The ASGI app serving ``engine`` (an ``HFEngine``, or any ``InferenceEngine`` whose
-    completions carry ``text``) under the name ``model_name``."""
-    routes = _Routes(engine, tokenizer, model_name, tool_parser)
+    completions carry ``text``) under the name ``model_name``; ``model_path`` and
+    ``tokenizer_path`` (default: ``model_name``) are what ``/get_model_info`` reports."""
+    pausable = PausableEngine(engine)
+    routes = _Routes(pausable, tokenizer, model_name, tool_parser)
+    native = NativeRoutes(
+        pausable,
+        tokenizer,
+        model_path=model_path or model_name,
+        tokenizer_path=tokenizer_path or model_path or model_name,
+    )
     return Starlette(
         routes=[
             Route("/health", routes.health, methods=["GET"]),
             Route("/v1/models", routes.models, methods=["GET"]),
             Route("/v1/completions", _guarded(routes.completions), methods=["POST"]),
             Route("/v1/chat/completions", _guarded(routes.chat), methods=["POST"]),
+            *native.routes(),
         ]
     )
 
@@ -242,14 +263,14 @@ def serve(
     import uvicorn
 
     from agentgym.inference.hf import HFEngine
-    from agentgym.models import load
+    from agentgym.models import TINY_DIR, load
 
     lm, tokenizer = load(model, seed=seed, dtype=dtype, device=device)
     engine = HFEngine(lm, tokenizer, max_batch_size=max_batch_size, seed=seed)
     name = model_name or (str(model) if model else "agentgym-tiny")
-    uvicorn.run(
-        build_app(engine, tokenizer, model_name=name), host=host, port=port, log_level="info"
-    )
+    path = str(model) if model else str(TINY_DIR)
+    app = build_app(engine, tokenizer, model_name=name, model_path=path)
+    uvicorn.run(app, host=host, port=port, log_level="info")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,12 +12,16 @@
   ``/update_weights_from_tensor`` (CUDA IPC handles serialized by SGLang's own serializer; the
   trainer and the server must share the GPU).
 
-Verified only against an in-process fake of the HTTP API (SGLang needs CUDA).
+Requests and answers are built and read by ``agentgym.inference.sglang_api``, the same module
+``agentgym serve``'s native routes use; tests check it against answers recorded from real SGLang
+servers, and run this client against ``agentgym serve`` over HTTP (SGLang itself needs CUDA).
+A completion's ``weight_version`` is the one the server reports, when it is a number.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -31,6 +35,7 @@ from typing import Any
 import httpx
 
 from agentgym.core.errors import ConfigError, InfraError
+from agentgym.inference import sglang_api as api
 from agentgym.inference._http import HTTPStatusError, JSONClient
 from agentgym.inference.base import (
     Completion,
@@ -42,24 +47,8 @@ from agentgym.inference.base import (
 __all__ = ["SGLangEngine", "sglang_sampling"]
 
 
-def sglang_sampling(sampling: SamplingParams) -> dict[str, Any]:
-    """``SamplingParams`` as SGLang ``sampling_params``."""
-    params: dict[str, Any] = {
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
-        "max_new_tokens": sampling.max_tokens,
-        "ignore_eos": sampling.ignore_eos,
-        "skip_special_tokens": True,
-        "no_stop_trim": False,
-    }
-    if sampling.stop:
-        params["stop"] = list(sampling.stop)
-    if sampling.stop_token_ids:
-        params["stop_token_ids"] = list(sampling.stop_token_ids)
-    if sampling.seed is not None:
-        params["sampling_seed"] = sampling.seed
-    return params
+sglang_sampling = api.sampling_params
+"""``SamplingParams`` as SGLang ``sampling_params``."""
 
 
 class SGLangEngine:
@@ -167,7 +156,7 @@ class SGLangEngine:
                     f"before answering:\n{self._log_tail()}"
                 )
             try:
-                await self._http.get("/health")
+                await self._http.get(api.HEALTH)
                 return
             except InfraError:
                 await asyncio.sleep(1.0)
@@ -186,29 +175,32 @@ class SGLangEngine:
         self._drained.clear()
         try:
             answer = await self._http.post(
-                "/generate",
-                {
-                    "input_ids": [int(t) for t in prompt_token_ids],
-                    "sampling_params": sglang_sampling(sampling),
-                    "return_logprob": True,
-                    "logprob_start_len": -1,
-                },
+                api.GENERATE, api.generate_request(prompt_token_ids, sampling)
             )
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._drained.set()
-        return _completion(answer, self.weight_version)
+        return api.parse_generate_response(answer, self.weight_version)
 
     async def update_weights(self, weights: Mapping[str, Any] | str | os.PathLike[str]) -> None:
         """Load new weights: a checkpoint directory, or (colocated) a state dict of GPU tensors."""
+        version = self.weight_version + 1
         if isinstance(weights, str | os.PathLike):
             path = str(Path(weights).resolve())
-            update: tuple[str, dict[str, Any]] = ("/update_weights_from_disk", {"model_path": path})
+            update: tuple[str, dict[str, Any]] = (
+                api.UPDATE_WEIGHTS_FROM_DISK,
+                api.update_request(path, version),
+            )
         elif self.colocated:
+            path = "the state dict"
             update = (
-                "/update_weights_from_tensor",
-                {"serialized_named_tensors": _serialize(weights)},
+                api.UPDATE_WEIGHTS_FROM_TENSOR,
+                {
+                    "serialized_named_tensors": _serialize(weights),
+                    "flush_cache": True,
+                    "weight_version": str(version),
+                },
             )
         else:
             raise ConfigError(
@@ -222,17 +214,18 @@ class SGLangEngine:
         try:
             if self._in_flight:
                 await self._drained.wait()
-            await self._optional("/pause_generation", {"mode": self.pause_mode})
-            answer = await self._http.post(
-                update[0],
-                {**update[1], "flush_cache": True, "weight_version": str(self.weight_version + 1)},
-            )
-            if isinstance(answer, dict) and answer.get("success") is False:
-                raise InfraError(f"SGLang refused the weights: {answer.get('message')}")
-            await self._optional("/flush_cache", None)
-            self.weight_version += 1
+            await self._optional(api.PAUSE_GENERATION, {"mode": self.pause_mode})
+            try:
+                answer = await self._http.post(*update)
+            except HTTPStatusError as e:  # SGLang answers a failed update with HTTP 400
+                answer = _json_or_none(e.body)
+                if not isinstance(answer, dict) or "success" not in answer:
+                    raise
+            api.check_update_response(answer, path)
+            await self._optional(api.FLUSH_CACHE, None)
+            self.weight_version = version
         finally:
-            await self._optional("/continue_generation", {})
+            await self._optional(api.CONTINUE_GENERATION, {})
             self._open.set()
 
     async def _optional(self, path: str, body: dict[str, Any] | None) -> None:
@@ -262,49 +255,11 @@ class SGLangEngine:
         return self._log.read().decode(errors="replace")[-size:]
 
 
-def _completion(answer: Any, version: int) -> Completion:
-    if not isinstance(answer, dict) or "meta_info" not in answer:
-        raise InfraError(f"SGLang's /generate answer has no meta_info: {str(answer)[:300]}")
-    meta = answer["meta_info"]
-    ids, logprobs = _token_logprobs(meta)
-    if answer.get("output_ids") is not None:
-        ids = [int(t) for t in answer["output_ids"]]
-    finish = meta.get("finish_reason") or {}
-    kind = finish.get("type") if isinstance(finish, dict) else finish
-    matched = finish.get("matched") if isinstance(finish, dict) else None
-    if len(logprobs) != len(ids):
-        raise InfraError(f"SGLang returned {len(ids)} tokens but {len(logprobs)} logprobs")
-    return Completion(
-        token_ids=ids,
-        logprobs=logprobs,
-        finish_reason=kind if kind in ("stop", "length") else "abort",
-        text=answer.get("text"),
-        logprob_mode="temperature",
-        weight_version=version,
-        stop=matched if isinstance(matched, str | int) else None,
-        info={
-            "meta_info": {
-                k: v for k, v in meta.items() if not k.startswith(("output_token", "input_token"))
-            }
-        },
-    )
-
-
-def _token_logprobs(meta: dict[str, Any]) -> tuple[list[int], list[float]]:
-    if "output_token_logprobs_val" in meta:
-        return [int(t) for t in meta["output_token_logprobs_idx"]], [
-            float(v) for v in meta["output_token_logprobs_val"]
-        ]
-    ids: list[int] = []
-    values: list[float] = []
-    for item in meta.get("output_token_logprobs") or []:
-        if isinstance(item, dict):
-            values.append(float(item["logprob"]))
-            ids.append(int(item["token_id"]))
-        else:
-            values.append(float(item[0]))
-            ids.append(int(item[1]))
-    return ids, values
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _serialize(weights: Mapping[str, Any]) -> list[str]:
