@@ -110,7 +110,11 @@ class NativeRoutes:
     ) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         self.model_path, self.tokenizer_path = model_path, tokenizer_path
-        self.weight_version = str(getattr(engine.engine, "weight_version", 0))
+        counted = getattr(engine.engine, "weight_version", 0)
+        self.weight_version = str(counted)
+        # The engine counts its own versions; a completion is labelled with the name its
+        # version was loaded under, also when it finishes after a later update.
+        self._names: dict[Any, str] = {counted: self.weight_version}
         self._update_lock = asyncio.Lock()
 
     def routes(self) -> list[Route]:
@@ -138,7 +142,7 @@ class NativeRoutes:
                 out,
                 prompt=prompt,
                 rid=uuid.uuid4().hex,
-                weight_version=self.weight_version,
+                weight_version=self._names.get(out.weight_version, self.weight_version),
                 return_logprob=parsed.return_logprob,
                 token_texts=self._texts(out.token_ids) if parsed.return_text_in_logprobs else None,
                 e2e_latency=time.perf_counter() - start,
@@ -168,6 +172,7 @@ class NativeRoutes:
             if problem is not None:
                 return JSONResponse(api.update_response(False, problem, held), status_code=400)
             self.weight_version = version or _next_version(self.weight_version)
+            self._names[getattr(self.engine.engine, "weight_version", None)] = self.weight_version
             return JSONResponse(
                 api.update_response(True, "Succeeded to update model weights.", held)
             )
