@@ -329,7 +329,7 @@ COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
     "serve": Command(
-        "serve a model over an OpenAI-compatible HTTP API (chat, tool calls, token ids)",
+        "serve a model over OpenAI-compatible and SGLang-native HTTP APIs (token ids, tools)",
         _add_serve_arguments,
         _run_serve,
         extra="serve",
