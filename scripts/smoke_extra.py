@@ -20,7 +20,7 @@ SCRIPTS = Path(sysconfig.get_path("scripts"))
 AGENTGYM = str(SCRIPTS / "agentgym")
 OPTIONAL = (
     "torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "deepspeed",
-    "playwright",
+    "playwright", "ray",
 )
 
 
@@ -180,6 +180,19 @@ def serve(scratch: Path) -> None:
     python("from agentgym.inference import OpenAIEngine\nfrom agentgym.inference import server\n")
 
 
+def ray(scratch: Path) -> None:
+    python(
+        "import gymnasium as gym, ray, agentgym\n"
+        "ray.init(num_cpus=1, include_dashboard=False)\n"
+        "v = gym.make_vec('agentgym/FrozenLake-v0', 2, vectorization_mode='vector_entry_point',\n"
+        "                 workers='ray')\n"
+        "obs, _ = v.reset(seed=0)\n"
+        "assert obs[0][-1]['content'], obs\n"
+        "v.step(['down', 'down'])\n"
+        "v.close()\n"
+    )
+
+
 CHECKS: dict[str, Callable[[Path], None]] = {
     "core": core,
     "lowest": core,
@@ -193,6 +206,7 @@ CHECKS: dict[str, Callable[[Path], None]] = {
     "train": train,
     "deepspeed": deepspeed,
     "serve": serve,
+    "ray": ray,
 }
 
 
