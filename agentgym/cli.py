@@ -6,6 +6,7 @@
     agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--model DIR] [--episodes N] [--temperature T] [--json]
+    agentgym serve-env <env-id> [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
     agentgym mcp inspect [--url URL] [--call TOOL] [--arguments JSON] [--json] [-- COMMAND ...]
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
@@ -325,6 +326,18 @@ def _run_mcp(args: argparse.Namespace) -> int:
     return run_mcp(args)
 
 
+def _add_serve_env_arguments(parser: argparse.ArgumentParser) -> None:
+    from agentgym.vector.serve_env import add_serve_env_arguments
+
+    add_serve_env_arguments(parser)
+
+
+def _run_serve_env(args: argparse.Namespace) -> int:
+    from agentgym.vector.serve_env import run_serve_env
+
+    return run_serve_env(args)
+
+
 COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
@@ -333,6 +346,12 @@ COMMANDS: dict[str, Command] = {
         _add_serve_arguments,
         _run_serve,
         extra="serve",
+    ),
+    "serve-env": Command(
+        "serve a registered env over OpenEnv's HTTP/WebSocket protocol (agentgym/Remote-v0, TRL)",
+        _add_serve_env_arguments,
+        _run_serve_env,
+        extra="openenv",
     ),
     "train": Command(
         "train a policy on an env with PPO, GRPO or DAPO (run folder, curves, checkpoints)",

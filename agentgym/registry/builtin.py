@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from agentgym.registry import register
 
 
@@ -87,4 +89,14 @@ def register_builtin_envs() -> None:
         # MiniWoB's raw reward: -1 for a wrong answer, 1 for a solved task.
         reward_range=(-1.0, 1.0),
         description="MiniWoB++ tasks (click, type, forms) in a real Chromium.",
+    )
+    register(
+        "agentgym/Remote-v0",
+        "agentgym.envs.remote:RemoteEnv",
+        family="Remote",
+        tags=("remote", "openenv"),
+        extras=("openenv",),
+        # Whatever the served env gives (FrozenLake-v0's -3.2..1 when url=None and no env_id).
+        reward_range=(-math.inf, math.inf),
+        description="Play an env served by `agentgym serve-env` or any OpenEnv server.",
     )
