@@ -27,10 +27,8 @@ from typing import Any
 
 from agentgym.core.errors import ConfigError
 from agentgym.recipes.config import (
-    DEFAULT_ENV,
     Layer,
     RunConfig,
-    history_window,
     recipe_names,
     resolve_run,
 )
@@ -260,46 +258,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare ``agentgym eval``'s flags."""
-    add = parser.add_argument
-    add("--env", default=DEFAULT_ENV, help=f"env id (default {DEFAULT_ENV})")
-    add(
-        "--model",
-        help="a model directory or a run's checkpoint (default: the tiny policy as shipped)",
-    )
-    add("--episodes", type=int, default=128, help="episodes to play (default 128)")
-    add("--seed", type=int, default=1_000_000_000, help="first reset seed (default 1e9)")
-    add("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
-    add("--max-tokens", type=int, default=16, help="most tokens per turn (default 16)")
-    add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
-    add(
-        "--history-turns",
-        metavar="K|all",
-        help="the policy's context: the latest observation and K turns before it, or all "
-        "(default: as the run that trained --model, else all)",
-    )
-    add(
-        "--action-choices",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="sample only among the env's info['action_choices'] (default: as the run that "
-        "trained --model, else off)",
-    )
-    add("--json", action="store_true", help="print a JSON object instead of text")
+    """Declare ``agentgym eval``'s flags (``agentgym.recipes.eval_cli``)."""
+    from agentgym.recipes.eval_cli import add_eval_arguments as add
 
-
-def _model_dir(path: str | None) -> str | None:
-    """A run folder means its newest checkpoint; a checkpoint folder holds the model itself."""
-    if path is None:
-        return None
-    from agentgym.trainers.checkpoint import find_latest
-
-    folder = Path(path)
-    if (folder / "checkpoints").is_dir():
-        latest = find_latest(folder / "checkpoints")
-        if latest is not None:
-            return str(latest)
-    return path
+    add(parser)
 
 
 def _trained_run(path: str | None) -> dict[str, Any]:
@@ -323,47 +285,7 @@ def _trained_env_kwargs(trained: dict[str, Any], env: str) -> dict[str, Any]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from agentgym import models
-    from agentgym.core.aio import run_sync
-    from agentgym.inference import HFEngine
-    from agentgym.recipes.report import evaluate
+    """``agentgym eval`` (``agentgym.recipes.eval_cli``)."""
+    from agentgym.recipes.eval_cli import run_eval as run
 
-    try:
-        if args.episodes < 1:
-            raise ConfigError("--episodes", args.episodes, "must be >= 1", "use e.g. 128")
-        trained = _trained_run(args.model)
-        given = trained.get("history_turns") if args.history_turns is None else args.history_turns
-        history = history_window(given)
-        choices = args.action_choices
-        if choices is None:
-            choices = bool(trained.get("action_choices", False))
-        model, tokenizer = models.load(_model_dir(args.model))
-        engine = HFEngine(model, tokenizer, seed=args.seed)
-        env_kwargs = {**_trained_env_kwargs(trained, args.env), **_kwargs(args.env_kwargs)}
-        result = evaluate(
-            engine,
-            args.env,
-            args.episodes,
-            seed=args.seed,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-            env_kwargs=env_kwargs,
-            history_turns=history,
-            action_choices=choices,
-        )
-        run_sync(engine.close())
-    except ConfigError as error:
-        print(f"agentgym eval: error: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        report = {
-            "env": args.env,
-            "model": args.model,
-            "history_turns": history,
-            "action_choices": choices,
-            "env_kwargs": env_kwargs,
-        }
-        print(json.dumps({**report, **result.to_dict()}, indent=2))
-    else:
-        print(f"{args.env}: {result.describe()}")
-    return 0
+    return run(args)

@@ -166,6 +166,7 @@ class EpisodeBuilder:
             "llm_time": self.llm_time,
             "env_time": self.env_time,
             "return": episode.total_reward,
+            "env_index": float(self.index),  # a group's members: consecutive sub-envs
         }
         if episode.success is not None:
             metrics["success"] = float(episode.success)

@@ -1,0 +1,179 @@
+"""``agentgym eval``: any model (in-process, or served over OpenAI's or SGLang's API) on any
+env, n samples per task, pass@k, per-episode JSONL and a summary table.
+
+::
+
+    agentgym eval --env agentgym/FrozenLake-v0 --model runs/fl --episodes 256
+    agentgym eval --env agentgym/Math-v0 --engine openai --engine-url http://127.0.0.1:8000 \\
+        --model Qwen/Qwen3-0.6B --tasks 100 -n 4 --pass-k 1,4 --output math.jsonl
+
+The engine flags are ``agentgym.recipes.engines``'s (shared with ``agentgym train``); the
+scoring is ``agentgym.recipes.evaluation``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from agentgym.core.errors import ConfigError
+from agentgym.recipes.cli import _kwargs, _trained_env_kwargs, _trained_run
+from agentgym.recipes.config import DEFAULT_ENV, history_window
+
+__all__ = ["add_eval_arguments", "run_eval"]
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``agentgym eval``'s flags (the engine flags: ``agentgym.recipes.engines``)."""
+    from agentgym.recipes.engines import add_engine_arguments
+
+    parser.epilog = (
+        "A served model: --engine openai --engine-url URL --model NAME (vLLM, SGLang, agentgym "
+        "serve, a hosted API; the key from $OPENAI_API_KEY or --api-key-env, never printed). A "
+        "server that returns no token ids (most hosted APIs) is evaluated through its chat API: "
+        "the server renders the prompt, which evaluation allows (training does not). "
+        "Guide: docs/evaluation.md."
+    )
+    add = parser.add_argument
+    add("--env", default=DEFAULT_ENV, help=f"env id (default {DEFAULT_ENV})")
+    add_engine_arguments(parser)
+    add("--episodes", type=int, default=None, help="episodes in all (default 128): --tasks x -n")
+    add("--tasks", type=int, default=None, help="tasks to play (default: --episodes / -n)")
+    add("-n", "--samples", type=int, default=1, help="episodes per task (default 1)")
+    add(
+        "--pass-k",
+        metavar="K,...",
+        default=None,
+        help="pass@k to report, each k <= -n (unbiased estimator; default: 1 and n)",
+    )
+    add("--seed", type=int, default=1_000_000_000, help="first reset seed (default 1e9)")
+    add("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
+    add(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="most new tokens per turn (default: the env family's, e.g. FrozenLake 16, Math "
+        "and Code 1024; agentgym.recipes.evaluation.TURN_TOKENS)",
+    )
+    add("--concurrency", type=int, default=64, help="episodes played at once (default 64)")
+    add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
+    add(
+        "--history-turns",
+        metavar="K|all",
+        help="the policy's context: the latest observation and K turns before it, or all "
+        "(default: as the run that trained --model, else all)",
+    )
+    add(
+        "--action-choices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="sample only among the env's info['action_choices'] (default: as the run that "
+        "trained --model, else off; --engine hf only)",
+    )
+    add("--output", metavar="FILE", help="write one JSON line per episode (messages, reward, ...)")
+    add("--json", action="store_true", help="print a JSON object instead of text")
+
+
+def _counts(args: argparse.Namespace) -> tuple[int, int, list[int]]:
+    """``(tasks, samples, pass@k's ks)`` from --episodes, --tasks, -n and --pass-k."""
+    samples = args.samples
+    if samples < 1:
+        raise ConfigError("--samples", samples, "must be >= 1", "use e.g. -n 4")
+    tasks = args.tasks
+    if tasks is None:
+        episodes = 128 if args.episodes is None else args.episodes
+        if episodes < 1 or episodes % samples:
+            raise ConfigError(
+                "--episodes", episodes, f"must be a positive multiple of -n {samples}",
+                f"pass --tasks T for T x {samples} episodes",
+            )  # fmt: skip
+        tasks = episodes // samples
+    elif tasks < 1 or (args.episodes is not None and args.episodes != tasks * samples):
+        raise ConfigError(
+            "--tasks", tasks, f"must be >= 1 and agree with --episodes (tasks x {samples})",
+            "pass --tasks or --episodes, not both",
+        )  # fmt: skip
+    try:
+        ks = sorted({int(k) for k in args.pass_k.split(",")}) if args.pass_k else [1, samples]
+    except ValueError:
+        raise ConfigError("--pass-k", args.pass_k, "is not a list of ints", "use 1,5") from None
+    ks = sorted(set(ks))
+    if not all(1 <= k <= samples for k in ks):
+        raise ConfigError(
+            "--pass-k", args.pass_k, f"needs 1 <= k <= -n ({samples})", f"raise -n to {max(ks)}"
+        )
+    return tasks, samples, ks
+
+
+def _policy_settings(args: argparse.Namespace, served: bool) -> tuple[int | None, bool, dict]:
+    """``(history window, action choices, env arguments)``: the flags, else the run that
+    trained an in-process ``--model``."""
+    trained = {} if served else _trained_run(args.model)
+    given = trained.get("history_turns") if args.history_turns is None else args.history_turns
+    choices = args.action_choices
+    if choices is None:
+        choices = bool(trained.get("action_choices", False))
+    env_kwargs = {**_trained_env_kwargs(trained, args.env), **_kwargs(args.env_kwargs)}
+    return history_window(given), choices, env_kwargs
+
+
+async def _use_chat(spec: Any, engine: Any) -> bool:
+    """Whether a served model is asked through the chat API (see ``EngineSpec.api``)."""
+    from agentgym.recipes.engines import token_level
+
+    if spec.kind != "openai" or spec.api == "completions":
+        if getattr(engine, "tokenizer", None) is None:
+            raise ConfigError(
+                "tokenizer", spec.tokenizer or spec.model, "was not found: token ids need it",
+                "pass --tokenizer DIR (the served model's), or --engine openai --api chat",
+            )  # fmt: skip
+        return False
+    if spec.api == "chat" or getattr(engine, "tokenizer", None) is None:
+        return True
+    return not await token_level(engine)
+
+
+def _eval_report(args: argparse.Namespace, spec: Any, run: Any, ks: list[int], **more: Any) -> str:
+    """The summary: a JSON object with --json, else a header and a table."""
+    if args.json:
+        report = {"env": args.env, "model": args.model, "engine": spec.to_dict(), **more}
+        return json.dumps({**report, **run.to_dict(ks)}, indent=2)
+    where = f" at {spec.url}" if spec.url else ""
+    name = args.model or "the tiny policy"
+    head = f"{args.env}: {name} ({spec.kind}{where}, {run.api}, {more['max_tokens']} tokens/turn)"
+    return f"{head}\n{run.table(ks)}"
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from agentgym.core.aio import run_sync
+    from agentgym.recipes.engines import engine_spec, make_engine
+    from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl
+
+    try:
+        spec = engine_spec(args)
+        tasks, samples, ks = _counts(args)
+        history, choices, env_kwargs = _policy_settings(args, spec.served)
+        max_tokens = args.max_tokens or turn_tokens(args.env)
+        engine = make_engine(spec, seed=args.seed)
+        try:
+            chat = run_sync(_use_chat(spec, engine))
+            run = evaluate_samples(
+                engine, args.env, tasks=tasks, samples=samples, seed=args.seed,
+                temperature=args.temperature, max_tokens=max_tokens,
+                concurrency=args.concurrency, env_kwargs=env_kwargs,
+                tokenizer=getattr(engine, "tokenizer", None), chat=chat,
+                history_turns=history, action_choices=choices,
+            )  # fmt: skip
+        finally:
+            run_sync(engine.close())
+    except ConfigError as error:
+        print(f"agentgym eval: error: {error}", file=sys.stderr)
+        return 2
+    if args.output:
+        write_jsonl(run.records(), args.output)
+    settings = {"history_turns": history, "action_choices": choices, "env_kwargs": env_kwargs}
+    settings |= {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
+    print(_eval_report(args, spec, run, ks, **settings))
+    return 0
