@@ -228,6 +228,16 @@ class SGLangEngine:
             await self._optional(api.CONTINUE_GENERATION, {})
             self._open.set()
 
+    async def server_weight_version(self) -> int | None:
+        """The weight version the server reports (``/get_model_info``) as a number; ``None``
+        for SGLang's ``"default"`` (no update has named one) or a server without the field.
+
+        ``update_weights`` names version ``weight_version + 1``; a trainer that attaches to a
+        server it has updated before sets ``weight_version`` from this to keep one numbering."""
+        await self.start()
+        info = await self._http.get(api.GET_MODEL_INFO)
+        return api.version_number(info.get("weight_version")) if isinstance(info, dict) else None
+
     async def _optional(self, path: str, body: dict[str, Any] | None) -> None:
         """POST to an endpoint that older SGLang versions lack (404 is fine)."""
         try:

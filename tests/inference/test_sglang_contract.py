@@ -134,6 +134,15 @@ def test_model_info_and_versions():
     ours = api.model_info_response(model_path="m", tokenizer_path="m", weight_version="0")
     assert set(ours) == set(info)
     assert api.version_number(info["weight_version"]) is None
+
+    async def server_version():
+        engine, _ = _engine({"/get_model_info": recorded("get_model_info")})
+        try:
+            return await engine.server_weight_version()
+        finally:
+            await engine.close()
+
+    assert asyncio.run(server_version()) is None  # "default": SGLang before any named update
     assert [api.version_number(v) for v in ("0", "12", 3, True, "v2")] == [0, 12, 3, None, None]
 
 

@@ -38,7 +38,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
-    """``agentgym serve`` (tiny policy, seed 0) on a free port; yields ``(url, process)``."""
+    """``agentgym serve`` (tiny policy, seed 0) on a free port; yields ``(url, process,
+    models)``, ``models[s]`` the tiny policy from seed ``s`` (0: the served one) in this process.
+    """
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryFile() as log:
@@ -50,6 +52,7 @@ def server():
         )
         url = f"http://127.0.0.1:{port}"
         try:
+            models = {seed: load(seed=seed)[0] for seed in (0, 1)}  # while the server starts
             deadline = time.monotonic() + 120
             while True:
                 if process.poll() is not None:
@@ -62,7 +65,7 @@ def server():
                     pass
                 assert time.monotonic() < deadline, "agentgym serve did not answer in 120 s"
                 time.sleep(0.2)
-            yield url, process
+            yield url, process, models
         finally:
             process.terminate()
             process.wait(30)
@@ -90,8 +93,8 @@ def _sample(url: str, engine_kwargs=None) -> object:
 
 
 def test_generate_matches_a_teacher_forced_pass(server):
-    url, _ = server
-    model, _ = load(seed=0)
+    url, _, models = server
+    model = models[0]
     out = _sample(url)
     assert len(out.token_ids) == 10
     assert out.finish_reason == "length"
@@ -101,16 +104,15 @@ def test_generate_matches_a_teacher_forced_pass(server):
 
 
 def test_update_weights_from_disk_changes_the_served_model_without_restart(server, tmp_path):
-    url, process = server
+    url, process, models = server
     pid = process.pid
-    new_model, _ = load(seed=1)
+    new_model, old_model = models[1], models[0]
     new_model.save_pretrained(tmp_path / "step1", safe_serialization=True)
-    old_model, _ = load(seed=0)
     old_model.save_pretrained(tmp_path / "step2", safe_serialization=True)
 
     async def run():
         engine = SGLangEngine(url)
-        start = int(httpx.get(f"{url}/get_model_info").json()["weight_version"])
+        start = await engine.server_weight_version()
         engine.weight_version = start
         sampling = SamplingParams(temperature=1.0, max_tokens=8, seed=4, ignore_eos=True)
         await engine.update_weights(tmp_path / "step1")
@@ -133,11 +135,12 @@ def test_update_weights_from_disk_changes_the_served_model_without_restart(serve
     assert after_old.logprobs == pytest.approx(expected, abs=1e-4)
     info = httpx.get(f"{url}/get_model_info").json()
     assert info["weight_version"] == str(start + 2)
+    assert after_new.info["meta_info"]["weight_version"] == str(start + 1)
 
 
 def test_a_failing_weight_load_is_a_client_error_and_keeps_the_weights(server, tmp_path):
-    url, _ = server
-    model, _ = load(seed=0)
+    url, _, models = server
+    model = models[0]
     empty = tmp_path / "empty"
     empty.mkdir()
     from safetensors.torch import save_file
@@ -169,7 +172,7 @@ def test_a_failing_weight_load_is_a_client_error_and_keeps_the_weights(server, t
 
 
 def test_pause_holds_generation_until_continue(server):
-    url, _ = server
+    url, _, _ = server
 
     async def waiting(client: httpx.AsyncClient) -> int:
         return (await client.get(f"{url}/get_load")).json()[0]["num_waiting_reqs"]
@@ -214,7 +217,7 @@ def _recorded(name: str):
 
 
 def test_answers_have_sglangs_keys_and_types(server, tmp_path):
-    url, _ = server
+    url, _, _ = server
     body = {
         "input_ids": PROMPT,
         "sampling_params": {"max_new_tokens": 4, "temperature": 0.0},
