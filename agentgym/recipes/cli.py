@@ -180,6 +180,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "old_logprobs, critic_learning_rate, logits_chunk, ...), e.g. --option "
         "warmup_steps=10 (repeatable)",
     )
+    from agentgym.recipes.launch import add_launch_arguments
+
+    add_launch_arguments(parser)
 
 
 def _read_file(path: Path | None) -> dict[str, Any]:
@@ -243,7 +246,11 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from agentgym.recipes.launch import launch_train, wants_launch
     from agentgym.recipes.run import train_run
+
+    if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
+        return launch_train(args)
 
     try:
         summary = train_run(run_from_args(args))

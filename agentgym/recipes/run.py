@@ -112,7 +112,36 @@ def _build(run: RunConfig) -> tuple[Any, Any]:
         temperature=run.config.temperature,
         max_tokens=run.config.max_new_tokens,
     )
+    if trainer.backend.world_size > 1:  # each rank plays its share of every batch
+        from agentgym.trainers.collector import shard_size
+        from agentgym.trainers.sharding import ShardedSource
+
+        shard_size(run.config.groups_per_batch, trainer.backend.world_size)
+        source.rank, source.world_size = trainer.backend.rank, trainer.backend.world_size
+        source = ShardedSource(source, trainer.backend)
     return trainer, source
+
+
+def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, Any]:
+    """A rank other than 0: trains beside rank 0, which owns the run folder's files, the
+    progress display and the evaluations; returns an empty summary."""
+    from agentgym.trainers.fit import fit
+
+    stop = _StopFlag()
+    try:
+        with stop.installed():
+            fit(
+                trainer,
+                source,
+                steps=run.steps,
+                out=out,
+                checkpoint_every=run.checkpoint_every,
+                resume=run.resume,
+                should_stop=stop,
+            )
+    finally:
+        run_sync(trainer.engine.close())
+    return {}
 
 
 def _evaluate(run: RunConfig, trainer: Any) -> EvalResult:
@@ -180,6 +209,8 @@ def train_run(run: RunConfig) -> dict[str, Any]:
     out = Path(run.out)
     _prepare_out(run, out)
     trainer, source = _build(run)
+    if trainer.backend.rank != 0:
+        return _follow(run, trainer, source, out)
     run_json = {"run": run.to_dict(), "config": trainer.config.to_dict()}
     (out / "run.json").write_text(json.dumps(run_json, indent=2, default=str))
     print(f"run folder: {out}", flush=True)

@@ -70,6 +70,7 @@ async def acollect(
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
+    first_group: int = 0,
     **sampling: Any,
 ) -> AsyncIterator[Episode]:
     """Play ``num_episodes`` episodes and yield each as it finishes.
@@ -108,6 +109,8 @@ async def acollect(
         sampling_seed: makes sampling reproducible: each request gets its own seed, derived from
             this one, its group, its place in the group and its turn (``None``: the engine's
             own randomness).
+        first_group: the call's group ``j`` samples with the seeds of group
+            ``first_group + j`` (a data-parallel rank playing its share of a batch).
         **sampling: ``SamplingParams`` fields (``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ...; ``seed`` is ``sampling_seed``).
     """
@@ -124,6 +127,7 @@ async def acollect(
         sampling={**sampling, "seed": sampling_seed},
         history_turns=history_turns,
         action_choices=action_choices,
+        first_group=first_group,
     )
     venv, owned = resolve_env(env, num_episodes, group_size, num_envs, env_kwargs)
     collector = Collector(engine, venv, ChatRenderer(tokenizer), plan)
@@ -165,6 +169,7 @@ def collect(
     num_envs: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
+    first_group: int = 0,
     **sampling: Any,
 ) -> list[Episode]:
     """``acollect`` from synchronous code: every episode, ordered by group (groups contiguous)."""
@@ -183,6 +188,7 @@ def collect(
             num_envs=num_envs,
             env_kwargs=env_kwargs,
             sampling_seed=sampling_seed,
+            first_group=first_group,
             **sampling,
         )
     )

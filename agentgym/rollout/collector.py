@@ -289,5 +289,6 @@ class Collector:
         base = self.plan.sampling.seed
         if base is None:
             return None
-        key = [base, builder.group, builder.index % self.plan.group_size, builder.num_turns]
+        group = self.plan.first_group + builder.group
+        key = [base, group, builder.index % self.plan.group_size, builder.num_turns]
         return int(np.random.SeedSequence(key).generate_state(1)[0])

@@ -46,6 +46,9 @@ class RolloutPlan:
     action_choices: bool = False
     """Constrained decoding: where the env offers ``info["action_choices"]``, the model samples
     only among those actions (``SamplingParams.choices``)."""
+    first_group: int = 0
+    """Group ``j`` of the call samples with the seeds of group ``first_group + j``: a call that
+    plays a share of a larger batch (one data-parallel rank's) samples as the whole would."""
 
     @property
     def num_groups(self) -> int:
@@ -62,6 +65,7 @@ def make_plan(
     sampling: Mapping[str, Any],
     history_turns: int | None = None,
     action_choices: bool = False,
+    first_group: int = 0,
 ) -> RolloutPlan:
     _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
     _check_int("num_episodes", num_episodes, 1, "ask for at least one episode")
@@ -92,6 +96,7 @@ def make_plan(
         max_context_tokens=max_context_tokens,
         history_turns=history_turns,
         action_choices=_check_bool("action_choices", action_choices),
+        first_group=first_group,
     )
 
 

@@ -3,8 +3,11 @@
 Group ``j`` of the run (counted from the first collect call) plays the task of reset seed
 ``seed + j`` and samples with seeds derived from ``(seed, j)``, so the position is one integer:
 a checkpoint stores it and a resumed run collects exactly the episodes the killed one would
-have. The tasks played are remembered (``seen_tasks``) so that an evaluation can hold out tasks
-the policy never trained on.
+have. With ``world_size > 1`` each data-parallel rank plays only its share of a batch: of the
+``G`` groups a collect call asks for, rank ``r`` plays the ``G / world_size`` groups from
+``r * G / world_size`` on, with the reset and sampling seeds one process would give them
+(``ShardedSource`` gathers the shares back into the batch). The tasks played are remembered
+(``seen_tasks``) so that an evaluation can hold out tasks the policy never trained on.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentgym.core.errors import ConfigError
 from agentgym.core.info import TASK_ID
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.rollout import collect
 from agentgym.vector import AgentVectorEnv
 
-__all__ = ["CollectorSource", "episode_task"]
+__all__ = ["CollectorSource", "episode_task", "shard_size"]
 
 
 def episode_task(episode: Episode) -> str | None:
@@ -39,6 +43,8 @@ class CollectorSource:
         max_turns: most turns per episode; None: the env's own limit.
         history_turns: the policy's history window; None: the whole conversation.
         action_choices: constrained decoding among the env's ``info["action_choices"]``.
+        rank, world_size: this process's data-parallel rank and the number of ranks: each
+            collect plays the rank's share of the groups asked for (see the module docstring).
         sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
 
@@ -53,8 +59,14 @@ class CollectorSource:
         max_turns: int | None = None,
         history_turns: int | None = None,
         action_choices: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
         **sampling: Any,
     ) -> None:
+        if not 0 <= rank < world_size:
+            raise ConfigError(
+                "rank", rank, f"is not in [0, world_size={world_size})", "pass the process's rank"
+            )
         self.engine, self.env = engine, env
         self.group_size, self.seed = group_size, seed
         self.env_kwargs = dict(env_kwargs or {})
@@ -62,24 +74,29 @@ class CollectorSource:
         self.history_turns = history_turns
         self.action_choices = action_choices
         self.sampling = sampling
+        self.rank, self.world_size = rank, world_size
         self.position = 0
         """Groups collected so far: the next group plays reset seed ``seed + position``."""
         self.seen_tasks: set[str] = set()
 
     def collect(self, num_groups: int) -> list[Episode]:
+        """This rank's share of ``num_groups`` groups (all of them with one rank)."""
+        share = shard_size(num_groups, self.world_size)
+        first = self.rank * share
         is_id = isinstance(self.env, str)
         episodes = collect(
             self.engine,
             self.env,
-            num_groups * self.group_size,
-            self.seed + self.position,
+            share * self.group_size,
+            self.seed + self.position + first,
             group_size=self.group_size,
             max_turns=self.max_turns,
             history_turns=self.history_turns,
             action_choices=self.action_choices,
             env_kwargs=self.env_kwargs if is_id else None,
-            num_envs=num_groups * self.group_size if is_id else None,
+            num_envs=share * self.group_size if is_id else None,
             sampling_seed=self.seed * 1_000_003 + self.position,
+            first_group=first,
             **self.sampling,
         )
         self.position += num_groups
@@ -92,3 +109,18 @@ class CollectorSource:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.seed, self.position = int(state["seed"]), int(state["position"])
         self.seen_tasks = set(state.get("seen_tasks", ()))
+
+
+def shard_size(num_groups: int, world_size: int) -> int:
+    """Groups per rank when ``world_size`` ranks share ``num_groups`` (groups never straddle
+    ranks: a group is played and scored by one rank)."""
+    if num_groups % world_size:
+        divisors = [n for n in range(1, num_groups + 1) if num_groups % n == 0]
+        raise ConfigError(
+            "groups_per_batch",
+            num_groups,
+            f"does not split into whole groups over {world_size} data-parallel ranks",
+            f"make batch_size / group_size a multiple of {world_size}, or run {divisors} "
+            "processes",
+        )
+    return num_groups // world_size

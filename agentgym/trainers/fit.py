@@ -9,6 +9,12 @@ x vector env -> episodes). The loop owns the run folder::
 Resuming loads the newest complete checkpoint, restores the source's position from it and cuts
 ``metrics.jsonl`` back to the length it had at that checkpoint, so a run killed at any moment
 (SIGKILL included) continues without repeating or skipping an update.
+
+With several data-parallel ranks (``trainer.backend.world_size > 1``) an env id is collected by
+a ``ShardedSource``: each rank plays its share of the batch and all train on the whole of it
+(``agentgym.trainers.sharding``). Metrics are joined over ranks and written by rank 0, with the
+source's ``stats`` (collect timings) where it has them; a stop
+requested on any rank stops every rank after the same update.
 """
 
 from __future__ import annotations
@@ -69,21 +75,26 @@ def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSou
             "is not an env id, an AgentVectorEnv or an EpisodeSource",
             "pass e.g. 'agentgym/FrozenLake-v0'",
         )
-    from agentgym.trainers.collector import CollectorSource
+    from agentgym.trainers.collector import CollectorSource, shard_size
     from agentgym.trainers.colocate import colocated_engine
+    from agentgym.trainers.sharding import ShardedSource
 
-    config = trainer.config
+    config, backend = trainer.config, trainer.backend
+    shard_size(config.groups_per_batch, backend.world_size)  # whole groups per rank, or now
     engine = trainer.engine
     if engine is None:
         engine, _ = colocated_engine(trainer, engine_device)
-    return CollectorSource(
+    local = CollectorSource(
         engine,
         target,
         group_size=config.group_size,
         seed=config.seed,
         temperature=config.temperature,
         max_tokens=config.max_new_tokens,
+        rank=backend.rank,
+        world_size=backend.world_size,
     )
+    return local if backend.world_size == 1 else ShardedSource(local, backend)
 
 
 def _prune(directory: Path, keep: int) -> None:
@@ -152,7 +163,8 @@ def fit(
         resume: Continue from the newest checkpoint in ``out`` when there is one.
         on_metrics: Called with each update's metrics (progress bars, TensorBoard).
         should_stop: Asked after each update; True ends the run early, after a checkpoint
-            (how ``agentgym train`` stops cleanly on Ctrl-C).
+            (how ``agentgym train`` stops cleanly on Ctrl-C). With several ranks, pass it on
+            every rank (or on none): True on any rank stops them all.
         engine_device: Where the ``HFEngine`` made for an env id runs: ``auto`` (the trainer's
             device, sharing the policy's weights; see ``agentgym.trainers.colocate``), ``cpu``,
             ``cuda`` or ``cuda:N``. Unused when the trainer has an engine attached.
@@ -164,19 +176,23 @@ def fit(
     ):
         if value < 1:
             raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
+    from agentgym.trainers.sharding import any_rank, reduce_metrics
+
     episodes = _source_for(trainer, source, engine_device)
     run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints)
     if run is not None:
         run.start(episodes, resume)
     history = []
     while trainer.step_count < steps:
-        metrics = trainer.step(episodes.collect(trainer.config.groups_per_batch))
+        batch = episodes.collect(trainer.config.groups_per_batch)
+        metrics = reduce_metrics(trainer.step(batch), trainer.backend)
+        metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
         if not metrics["update"]:
             continue  # dynamic sampling wants more groups
         history.append(metrics)
         if on_metrics is not None:
             on_metrics(metrics)
-        stop = should_stop is not None and should_stop()
+        stop = should_stop is not None and any_rank(should_stop(), trainer.backend)
         if run is not None:
             run.record(metrics)
             due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps

@@ -323,6 +323,18 @@ class Trainer:
 
     def _check_manifest(self, path: Path, manifest: dict[str, Any]) -> None:
         backend, lora = self.backend, self.options.lora_rank
+        if manifest["world_size"] != backend.world_size:
+            raise ConfigError(
+                "checkpoint",
+                str(path),
+                f"was written by {manifest['world_size']} data-parallel processes, not "
+                f"{backend.world_size}: its optimizer state (ZeRO shards) and random states are "
+                "saved per process and are not re-split, so it resumes only with as many",
+                f"resume with {manifest['world_size']} processes (agentgym train --nproc, times "
+                f"--nnodes), or start a new run from the policy it holds: agentgym train "
+                f"--model {path} --out NEW_RUN (same weights; the optimizer state, learning-rate "
+                "schedule and step count start afresh)",
+            )
         ours = (self.config.algo, backend.name, backend.world_size, lora)
         recorded = manifest["options"].get("lora_rank", 0)
         theirs = (manifest["algo"], manifest["backend"], manifest["world_size"], recorded)

@@ -131,6 +131,11 @@ class Backend(Protocol):
         """Rank 0's ``obj`` on every rank."""
         ...
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order, on every rank. Collective: call it
+        from the main thread of every rank, in the same order as the other collectives."""
+        ...
+
     def barrier(self) -> None: ...
 
     def gathered_state_dict(self, module: nn.Module) -> dict[str, Tensor]:

@@ -297,6 +297,11 @@ class DeepSpeedBackend:
         torch.distributed.broadcast_object_list(box, src=0)
         return box[0]
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(gathered, obj)
+        return gathered
+
     def barrier(self) -> None:
         torch.distributed.barrier()
 

@@ -228,6 +228,9 @@ class TorchBackend:
     def broadcast_object(self, obj: Any) -> Any:
         return obj
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return [obj]
+
     def barrier(self) -> None:
         return None
 
