@@ -5,10 +5,14 @@
   ``meta_info.output_token_logprobs`` (``[logprob, token_id, text]`` triples or dicts).
   SGLang's logprobs are ``log_softmax(logits / temperature)`` before top-k / top-p
   (``logprob_mode="temperature"``) unless the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB``
-  (raw); SGLang honours ``sampling_seed`` only under ``--enable-deterministic-inference``.
+  (raw); ``agentgym serve`` says which kind it returns (``meta_info.logprob_mode``: its
+  ``HFEngine``'s are ``"sampling"``). SGLang honours ``sampling_seed`` only under
+  ``--enable-deterministic-inference``.
 * ``update_weights(path)``: new requests wait and running ones finish, then
-  ``/pause_generation``, ``/update_weights_from_disk`` (``flush_cache``), ``/flush_cache``,
-  ``/continue_generation``. ``update_weights(state_dict)`` with ``colocated=True`` goes through
+  ``/pause_generation``, ``/update_weights_from_disk`` (``flush_cache``, ``weight_version``
+  ``n + 1``), ``/flush_cache``, ``/continue_generation``; a refused update (``success: false``,
+  HTTP 400) raises ``InfraError`` with the server's message and keeps ``weight_version``.
+  ``update_weights(state_dict)`` with ``colocated=True`` goes through
   ``/update_weights_from_tensor`` (CUDA IPC handles serialized by SGLang's own serializer; the
   trainer and the server must share the GPU).
 
