@@ -51,7 +51,11 @@ each rollout). Sampling is the trainer's ``GRPOConfig`` (``temperature``, ``top_
 ``max_completion_length``, ``generation_kwargs``). Pass ``engine=`` any agentgym
 ``InferenceEngine`` to sample elsewhere (keeping its weights current is then yours).
 ``TRLEngine`` calls ``GRPOTrainer._generate_single_turn``, a private method: the ``trl`` extra
-caps TRL at the minor release this was tested with.
+caps TRL at the minor release this was tested with. Tested in one process. Several processes
+(``accelerate launch``) each play their own prompts, but episodes of different lengths make
+different numbers of generation calls per process, so a generation that is a collective
+operation (vLLM server mode gathers prompts across processes; DeepSpeed ZeRO-3 gathers
+parameters) can hang: this integration does not line up the processes' calls.
 
 Envs may also reach TRL over the network: ``agentgym serve-env`` serves any env with OpenEnv's
 protocol, which TRL's OpenEnv examples speak (docs/integrations.md).
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -138,7 +143,8 @@ class TRLEngine:
         self.model = trainer.model
         self._pending: list[tuple[list[int], asyncio.Future[tuple[list[int], Any]]]] = []
         self._batch: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._locks = weakref.WeakKeyDictionary()
         self.gave_logprobs = True
         """False once a batch came without log-probabilities (transformers generation)."""
 
@@ -154,7 +160,9 @@ class TRLEngine:
         return self._completion(ids, logprobs, sampling.max_tokens)
 
     async def _run_batch(self) -> None:
-        async with self._lock:
+        # One lock per event loop: each rollout call may run on a loop of its own.
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             await asyncio.sleep(0)  # requests made in the same loop iteration join this batch
             batch, self._pending, self._batch = self._pending, [], None
             try:
