@@ -90,6 +90,9 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--precision", "precision", {"choices": ["auto", "fp32", "bf16"]}),
     ("--zero-stage", "zero_stage", {"type": int}),
     ("--engine-device", "engine_device", {"metavar": "auto|cpu|cuda|cuda:N"}),
+    ("--engine", "engine", {"choices": ["hf", "sglang", "openai"]}),
+    ("--engine-url", "engine_url", {"metavar": "URL"}),
+    ("--weights-dir", "weights_dir", {"metavar": "DIR"}),
     ("--resume", "resume", {"action": "store_true"}),
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),
@@ -251,12 +254,16 @@ def run_train(args: argparse.Namespace) -> int:
 
     if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
         return launch_train(args)
+    from agentgym.trainers.weight_sync import InferenceServerError
 
     try:
         summary = train_run(run_from_args(args))
     except ConfigError as error:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
+    except InferenceServerError as error:  # the last checkpoint is intact: --resume
+        print(f"agentgym train: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("agentgym train: interrupted", file=sys.stderr)
         return 130

@@ -124,6 +124,15 @@ class RunConfig(Config):
     """Where the inference engine generates: auto (the trainer's device, sharing the policy's
     weights, so a weight push is a version bump), cpu, cuda or cuda:N (a copy of the policy
     there, updated device to device after each update)."""
+    engine: Literal["hf", "sglang", "openai"] = "hf"
+    """What generates the episodes: hf (in-process, beside the trainer), sglang (a server
+    speaking SGLang's native API at engine_url: SGLang, or agentgym serve; it loads the policy
+    from disk after every update) or openai (refused for training: no weight-update API)."""
+    engine_url: str | None = None
+    """The inference server's root URL (sglang, openai), e.g. http://127.0.0.1:30000."""
+    weights_dir: str | None = None
+    """Where the policy is written after every update for a server to load (the newest two
+    kept); None: <out>/weights. On another machine: a folder of a shared file system."""
     eval_episodes: int = 128
     """Episodes of the evaluations before and after training; 0: none."""
     eval_temperature: float = 1.0
@@ -175,6 +184,7 @@ class RunConfig(Config):
             "is not auto, cpu, cuda or cuda:N",
             "pass e.g. --engine-device cuda:0",
         )
+        self._check_engine()
         require(
             self.zero_stage is None or self.backend == "deepspeed",
             self,
@@ -191,6 +201,31 @@ class RunConfig(Config):
             require(
                 self.init is None, self, "init", "applies to the tiny policy only", "drop --init"
             )
+
+    def _check_engine(self) -> None:
+        served = self.engine != "hf"
+        require(
+            served or self.engine_url is None,
+            self,
+            "engine_url",
+            "is for a server (engine sglang or openai)",
+            "pass --engine sglang, or drop --engine-url",
+        )
+        require(
+            not served or bool(self.engine_url),
+            self,
+            "engine_url",
+            f"is needed with engine {self.engine}",
+            "pass --engine-url http://HOST:PORT of a running server (agentgym serve --model "
+            "DIR, or SGLang's launch_server)",
+        )
+        require(
+            not (served and self.action_choices),
+            self,
+            "action_choices",
+            f"are applied by the in-process engine only, not engine {self.engine}",
+            "pass --no-action-choices (action_choices = false), or --engine hf",
+        )
 
     @classmethod
     def _field_types(cls) -> dict[str, Any]:

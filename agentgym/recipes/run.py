@@ -76,9 +76,42 @@ def _prepare_out(run: RunConfig, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _build(run: RunConfig) -> tuple[Any, Any]:
+def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
+    """The server at ``run.engine_url``, attached to ``trainer`` by disk (``weight_sync``:
+    the trainer's weights pushed now, then after every update). An OpenAI-compatible server is
+    refused: without token ids and logprobs nothing can be trained on its text, and with them
+    it still cannot load new weights."""
+    from agentgym.core.errors import InfraError
+    from agentgym.recipes.engines import TINY_NAME, EngineSpec, make_engine, token_level
+    from agentgym.trainers.weight_sync import attach_server
+
+    spec = EngineSpec(kind=run.engine, url=run.engine_url, model=run.model or TINY_NAME)
+    engine = make_engine(spec, seed=run.seed, tokenizer=trainer.tokenizer)
+    try:
+        if run.engine == "openai":
+            try:
+                tokens = run_sync(token_level(engine))
+            except InfraError:
+                tokens = True  # not an answer about token ids: the weight API refuses below
+            if not tokens:
+                raise ConfigError(
+                    "engine",
+                    f"openai ({run.engine_url})",
+                    "answers with text or chat messages, not the sampled token ids and their "
+                    "logprobs: re-tokenized text is not what the policy sampled",
+                    "use --engine sglang (agentgym serve or SGLang), or --engine hf",
+                )
+        weights = Path(run.weights_dir) if run.weights_dir else out / "weights"
+        return attach_server(trainer, engine, weights)
+    except BaseException:
+        run_sync(engine.close())
+        raise
+
+
+def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
     """The trainer (policy from ``run.model``) and the collector on its engine
-    (``colocated_engine``: on the trainer's device, sharing its weights, by default)."""
+    (``colocated_engine``: on the trainer's device, sharing its weights, by default; a server
+    with ``run.engine``, see ``_server_engine``)."""
     from agentgym import models
     from agentgym.trainers.colocate import colocated_engine
     from agentgym.trainers.trainer import make
@@ -99,7 +132,10 @@ def _build(run: RunConfig) -> tuple[Any, Any]:
         options=run.options,
         **backend_options,
     )
-    engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
+    if run.engine == "hf":
+        engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
+    else:
+        engine = _server_engine(run, trainer, out)
     source = CollectorSource(
         engine,
         run.env,
@@ -208,7 +244,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         raise ConfigError("out", None, "is not resolved", "build the run with resolve_run")
     out = Path(run.out)
     _prepare_out(run, out)
-    trainer, source = _build(run)
+    trainer, source = _build(run, out)
     if trainer.backend.rank != 0:
         return _follow(run, trainer, source, out)
     run_json = {"run": run.to_dict(), "config": trainer.config.to_dict()}
@@ -224,20 +260,20 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         wandb_project=run.wandb,
         wandb_config=run_json,
     )
-    with monitor, stop.installed():
-        monitor.restart_clock()
-        fit(
-            trainer,
-            source,
-            steps=run.steps,
-            out=out,
-            checkpoint_every=run.checkpoint_every,
-            resume=run.resume,
-            on_metrics=monitor,
-            should_stop=stop,
-        )
-        monitor.plot()
-    try:
+    try:  # the engine is closed however the run ends (a server's client, an HFEngine's thread)
+        with monitor, stop.installed():
+            monitor.restart_clock()
+            fit(
+                trainer,
+                source,
+                steps=run.steps,
+                out=out,
+                checkpoint_every=run.checkpoint_every,
+                resume=run.resume,
+                on_metrics=monitor,
+                should_stop=stop,
+            )
+            monitor.plot()
         summary = _final_summary(run, trainer, source, out)
     finally:
         run_sync(trainer.engine.close())

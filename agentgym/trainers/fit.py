@@ -31,6 +31,7 @@ from agentgym.trainers.checkpoint import MANIFEST, find_latest
 from agentgym.trainers.source import EpisodeSource
 
 if TYPE_CHECKING:
+    from agentgym.inference.base import InferenceEngine
     from agentgym.trainers.trainer import Trainer
 
 __all__ = ["MetricsLog", "fit"]
@@ -97,6 +98,35 @@ def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSou
     return local if backend.world_size == 1 else ShardedSource(local, backend)
 
 
+def _attach(
+    trainer: Trainer,
+    engine: InferenceEngine | None,
+    source: Any,
+    folder: str | os.PathLike[str] | None,
+    under_out: bool,
+) -> None:
+    """Attach ``engine`` (else keep the trainer's); a server gets ``weight_sync``'s disk
+    sync into ``folder`` (``<out>/weights`` when ``under_out``), and a ``source`` collecting
+    from the bare server collects through it (its samples then carry the trainer's versions)."""
+    from agentgym.trainers.weight_sync import ServerPolicy, attach_server, in_process
+
+    engine = trainer.engine if engine is None else engine
+    if engine is None or isinstance(engine, ServerPolicy) or in_process(engine):
+        if engine is not trainer.engine:
+            trainer.attach_engine(engine)
+        return
+    if folder is None:
+        raise ConfigError(
+            "weights_dir",
+            None,
+            "is needed: a server engine loads the policy's weights from disk",
+            "pass out= (weights go to <out>/weights) or weights_dir=",
+        )
+    synced = attach_server(trainer, engine, Path(folder) / "weights" if under_out else folder)
+    if getattr(source, "engine", None) is synced.engine:
+        source.engine = synced
+
+
 def _prune(directory: Path, keep: int) -> None:
     steps = sorted(
         (int(p.name.removeprefix("step-")), p)
@@ -151,6 +181,8 @@ def fit(
     on_metrics: Callable[[dict[str, float]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     engine_device: str = "auto",
+    engine: InferenceEngine | None = None,
+    weights_dir: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, float]]:
     """Train until ``trainer.step_count == steps``; returns this call's update metrics.
 
@@ -168,6 +200,11 @@ def fit(
         engine_device: Where the ``HFEngine`` made for an env id runs: ``auto`` (the trainer's
             device, sharing the policy's weights; see ``agentgym.trainers.colocate``), ``cpu``,
             ``cuda`` or ``cuda:N``. Unused when the trainer has an engine attached.
+        engine: The engine to collect with, attached to the trainer (else the one attached,
+            else the ``HFEngine`` above). A server (``SGLangEngine``) gets the weights by disk
+            (``agentgym.trainers.weight_sync``: pushed before the first collect, then after
+            every update).
+        weights_dir: Where the model directories for a server go; None: ``<out>/weights``.
     """
     for name, value in (
         ("steps", steps),
@@ -176,6 +213,8 @@ def fit(
     ):
         if value < 1:
             raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
+    folder = out if weights_dir is None else weights_dir
+    _attach(trainer, engine, source, folder, weights_dir is None)
     from agentgym.trainers.sharding import any_rank, reduce_metrics
 
     episodes = _source_for(trainer, source, engine_device)

@@ -39,6 +39,7 @@ from agentgym.trainers.episodes import Sample, admit, episode_metrics, shape_rew
 from agentgym.trainers.lora import LoraSettings, add_lora, merged_state_dict
 from agentgym.trainers.modules import PolicyModule, ValueModel
 from agentgym.trainers.update import UpdateInputs, run_update
+from agentgym.trainers.weight_sync import check_versions
 
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
@@ -156,6 +157,7 @@ class Trainer:
         ``push_weights`` the new weights go to the attached engine (``apush_weights`` from
         async code)."""
         start = time.perf_counter()
+        check_versions(self.engine, episodes)  # a server's samples: of versions pushed here
         admitted = admit(episodes, self.config.group_size)
         samples, penalty = shape_rewards([e for g in admitted.groups for e in g], self.config)
         n = self.config.group_size

@@ -1,0 +1,231 @@
+"""Weights to an inference server by disk, and the policy version of every sample.
+
+An engine in the trainer's process (``HFEngine``, placed by ``colocate``) gets the policy's
+tensors after each update. A server (SGLang, or ``agentgym serve``, which speaks SGLang's native
+API) cannot: ``attach_server`` wraps its engine in a ``ServerPolicy`` that, at each push,
+
+1. writes the policy (``Trainer.policy_state_dict()``: LoRA merged, ZeRO-3 gathered) as a
+   transformers model directory of safetensors, ``<weights_dir>/step-<n>``, atomically (a
+   temporary folder renamed), keeping the newest ``keep`` of them;
+2. has the server load it (``engine.update_weights(path)``: SGLang's pause, update from disk,
+   flush cache, continue);
+3. tags the new weights policy version ``n = trainer.step_count``.
+
+Attaching pushes at once, so the server samples the trainer's policy whatever it was started
+with; ``Trainer.load`` pushes again on resume. Completions carry the trainer's version (the
+server's own counter mapped to it; weights the trainer never pushed map to None), and
+``Trainer.step`` refuses a batch holding a sample of version None or of a version this trainer
+did not push (``UnknownPolicyVersion``). A server that fails to load the weights, or cannot be
+reached while generating, stops the run with ``InferenceServerError``: the last checkpoint is
+untouched, and ``--resume`` continues from it once the server is back.
+
+::
+
+    engine = attach_server(trainer, SGLangEngine("http://127.0.0.1:30000"), "runs/r1/weights")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentgym.core.errors import ConfigError, Error, InfraError
+from agentgym.core.types import Episode
+from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from agentgym.trainers.trainer import Trainer
+
+__all__ = [
+    "InferenceServerError",
+    "ServerPolicy",
+    "UnknownPolicyVersion",
+    "attach_server",
+    "check_trainable_engine",
+    "check_versions",
+    "in_process",
+]
+
+RESUME_FIX = "restart the server and rerun with --resume (the last checkpoint is intact)"
+
+
+class InferenceServerError(InfraError):
+    """The inference server failed to load the policy's weights, or could not be reached."""
+
+
+class UnknownPolicyVersion(Error, RuntimeError):
+    """A batch holds a sample of no known policy version (None, or one the trainer did not
+    push): training on it would learn from an unknown policy's tokens."""
+
+
+def in_process(engine: Any) -> bool:
+    """Whether ``engine`` generates in this process (tensors are pushed, not files): an
+    ``HFEngine``, or an ``SGLangEngine`` sharing this process's GPU (``colocated``)."""
+    from agentgym.inference.hf import HFEngine
+    from agentgym.inference.sglang import SGLangEngine
+
+    if isinstance(engine, HFEngine):
+        return True
+    return isinstance(engine, SGLangEngine) and engine.colocated
+
+
+def _url(engine: Any) -> str:
+    base = getattr(engine, "base_url", None)
+    if base is None:
+        http = getattr(engine, "_http", None)
+        base = getattr(http, "base_url", None)
+    return str(base) if base else type(engine).__name__
+
+
+def check_trainable_engine(engine: Any) -> None:
+    """Raise ``ConfigError`` unless training can use server ``engine``: it must load new
+    weights from disk, which an OpenAI-compatible API cannot (whether or not it returns token
+    ids; ``agentgym.recipes.engines.token_level`` asks that)."""
+    from agentgym.inference.openai import OpenAIEngine
+
+    if isinstance(engine, OpenAIEngine):
+        raise ConfigError(
+            "engine",
+            f"openai ({_url(engine)})",
+            "has no weight-update API: after the first update it would go on sampling the "
+            "policy it was started with",
+            "use --engine sglang (agentgym serve and SGLang load weights from disk), or "
+            "--engine hf",
+        )
+
+
+class ServerPolicy:
+    """``engine`` (a server) as the trainer's engine: weights go by disk, completions carry
+    the trainer's policy version. See the module docstring; build it with ``attach_server``.
+
+    Args:
+        engine: an engine whose ``update_weights`` takes a model directory.
+        trainer: the trainer whose policy it serves (its ``step_count`` is the version).
+        weights_dir: where the model directories go; on a file system the server reads.
+        keep: model directories kept (the newest); >= 1.
+    """
+
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        trainer: Trainer,
+        weights_dir: str | os.PathLike[str],
+        *,
+        keep: int = 2,
+    ) -> None:
+        if keep < 1:
+            raise ConfigError("keep", keep, "must be >= 1", "keep the newest 1 or 2")
+        self.engine, self.trainer, self.keep = engine, trainer, keep
+        self.weights_dir = Path(weights_dir)
+        self.tokenizer = trainer.tokenizer
+        """Renders prompts for the collector: the policy's own."""
+        self.url = _url(engine)
+        self.version: int | None = None
+        """The policy version the server holds (None before the first push)."""
+        self.pushed: set[int] = set()
+        """Every version this trainer pushed."""
+        self._versions: dict[int, int] = {}  # the server's weight_version -> the trainer's
+
+    async def generate(
+        self, prompt_token_ids: Sequence[int], sampling: SamplingParams
+    ) -> Completion:
+        try:
+            completion = await self.engine.generate(prompt_token_ids, sampling)
+        except InfraError as error:
+            raise InferenceServerError(
+                f"the inference server at {self.url} failed while generating: {error}. "
+                f"Fix: {RESUME_FIX}."
+            ) from error
+        served = completion.weight_version
+        completion.weight_version = None if served is None else self._versions.get(served)
+        return completion
+
+    async def update_weights(self, weights: Mapping[str, Tensor]) -> None:
+        """Write ``weights`` as ``<weights_dir>/step-<n>`` and have the server load it."""
+        version = self.trainer.step_count
+        path = await asyncio.to_thread(self._write, version, weights)
+        try:
+            await self.engine.update_weights(path)
+        except ConfigError:
+            raise
+        except Exception as error:
+            raise InferenceServerError(
+                f"the inference server at {self.url} did not load the weights of update "
+                f"{version} from {path}: {type(error).__name__}: {error}. Fix: {RESUME_FIX}."
+            ) from error
+        served = getattr(self.engine, "weight_version", None)
+        if isinstance(served, int):
+            self._versions[served] = version
+        self.version = version
+        self.pushed.add(version)
+        await asyncio.to_thread(self._prune, path)
+
+    def _write(self, version: int, weights: Mapping[str, Tensor]) -> Path:
+        final = self.weights_dir / f"step-{version:08d}"
+        tmp = self.weights_dir / f".step-{version:08d}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.trainer._export_policy(tmp, dict(weights))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        return final.resolve()
+
+    def _prune(self, newest: Path) -> None:
+        others = sorted(p for p in self.weights_dir.glob("step-*") if p.resolve() != newest)
+        for path in others[: max(0, len(others) - (self.keep - 1))]:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def check(self, episodes: Iterable[Episode]) -> None:
+        """Raise ``UnknownPolicyVersion`` if an episode holds a turn of version None or of a
+        version this trainer did not push."""
+        for episode in episodes:
+            for version in episode.weight_versions:
+                if version is None or version not in self.pushed:
+                    raise UnknownPolicyVersion(
+                        f"an episode (group {episode.group}) holds a turn sampled by policy "
+                        f"version {version} from {self.url}, which this trainer did not push "
+                        f"(pushed: {sorted(self.pushed)}). Nothing is trained on samples of an "
+                        "unknown policy. Fix: collect with the engine the trainer pushes to, "
+                        "after attach_server (or fit) pushed the weights."
+                    )
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+
+def check_versions(engine: Any, episodes: Iterable[Episode]) -> None:
+    """``ServerPolicy.check`` when ``engine`` is one; in-process engines need no check."""
+    if isinstance(engine, ServerPolicy):
+        engine.check(episodes)
+
+
+def attach_server(
+    trainer: Trainer,
+    engine: InferenceEngine,
+    weights_dir: str | os.PathLike[str],
+    *,
+    keep: int = 2,
+) -> ServerPolicy:
+    """Attach ``engine`` (a server) to ``trainer`` through a ``ServerPolicy`` and push the
+    trainer's weights to it now; returns the ``ServerPolicy`` (an ``InferenceEngine``)."""
+    if isinstance(engine, ServerPolicy):
+        trainer.attach_engine(engine)
+        return engine
+    if in_process(engine):
+        raise ConfigError(
+            "engine",
+            type(engine).__name__,
+            "generates in this process and takes the policy's tensors",
+            "attach it with trainer.attach_engine (or colocated_engine)",
+        )
+    check_trainable_engine(engine)
+    policy = ServerPolicy(engine, trainer, weights_dir, keep=keep)
+    trainer.attach_engine(policy)
+    trainer.push_weights()
+    return policy
