@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ds_step import CONFIGS, MICRO_BATCH_TOKENS, synthetic_episodes  # noqa: E402
+from ds_step import CONFIGS, MICRO_BATCH_TOKENS, synthetic_episodes
 
-from agentgym.core.types import Episode  # noqa: E402
+from agentgym.core.types import Episode
 
 
 class ShardSource:

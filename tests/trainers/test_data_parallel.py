@@ -21,7 +21,6 @@ import torch
 
 from agentgym import models
 from agentgym.error import ConfigError
-from agentgym.trainers import make
 from agentgym.trainers.checkpoint import read_manifest
 from agentgym.trainers.collector import CollectorSource, shard_size
 from agentgym.trainers.sharding import ShardedSource, any_rank, reduce_metrics
@@ -95,7 +94,8 @@ def test_sharded_source_joins_the_shares_in_rank_order_and_keeps_every_task():
     assert [e.token_ids for e in got] == [e.token_ids for e in whole]
     assert source.stats["collect_s_max"] == 2.0
     state = source.state_dict()
-    assert state["position"] == 4 and state["seen_tasks"] == ["t0", "t1", "t2", "t3"]
+    assert state["position"] == 4
+    assert state["seen_tasks"] == ["t0", "t1", "t2", "t3"]
 
 
 def test_sharded_source_refuses_to_gather_outside_the_main_thread():
@@ -111,7 +111,8 @@ def test_sharded_source_refuses_to_gather_outside_the_main_thread():
     thread = threading.Thread(target=collect)
     thread.start()
     thread.join()
-    assert errors and "main thread" in str(errors[0])
+    assert len(errors) == 1
+    assert "main thread" in str(errors[0])
 
 
 def test_metrics_keep_global_values_and_average_each_ranks_own():
