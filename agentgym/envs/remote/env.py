@@ -112,7 +112,10 @@ class RemoteEnv(AgentEnv):
         (``agentgym.vector.serve_env``), and this env plays it, one server session per episode
         by default. With ``url=None`` the env starts such a server for ``env_id`` itself, in a
         child process on a free loopback port, shared by every Remote-v0 of this process with
-        the same ``env_id`` and ``env_kwargs`` and stopped when the process exits. The client
+        the same ``env_id`` and ``env_kwargs`` and stopped when the process exits.
+        ``reset(seed=s)`` plays what the served env plays for ``s``; a ``reset()`` without a
+        seed sends one drawn from this env's generator (with ``session="episode"``), so
+        ``reset(seed=s)`` followed by ``reset()`` repeats too. The client
         speaks the protocol with ``websockets`` directly: importing openenv-core's client takes
         seconds (it imports its Gradio UI), and a trainer needs four message types of it.
 
@@ -157,8 +160,12 @@ class RemoteEnv(AgentEnv):
         max_message_mb: largest message accepted from the server.
         render_mode: ``"ansi"`` / ``"human"``.
 
-    Reset info keys: ``tools`` and whatever the served env gives (see its docstring).
-    Step info keys: the served env's; ``observation`` from a foreign server.
+    Reset info keys: ``tools``, ``infra_error`` and ``error`` when the reset failed, and the
+    served env's (see its docstring; FrozenLake-v0's by default: ``task_id``, ``map``,
+    ``size``, ``max_turns``, ``state``, ``action_choices``).
+    Step info keys: the served env's (FrozenLake-v0's by default: ``success``,
+    ``invalid_action``, ``reward_components``, ``position``, ``turn``, ``task_id``, ``state``,
+    ``action_choices``, ``truncation_reason``); ``observation`` from a foreign server.
 
     Version history:
         v0: first version.
@@ -290,6 +297,10 @@ class RemoteEnv(AgentEnv):
     ) -> tuple[Observation, dict[str, Any]]:
         await super().areset(seed=seed, options=options)
         self._episode = episode = _Episode()
+        if seed is None and self.session == "episode":
+            # A fresh server env per episode would draw from an unseeded generator: continue
+            # this env's own seeded stream instead (reset(seed=s) then reset() repeats).
+            seed = int(self.np_random.integers(2**31 - 1))
         data = {k: v for k, v in (("seed", seed), ("options", options)) if v is not None}
         fresh = (
             self.session == "episode"
