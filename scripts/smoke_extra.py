@@ -193,6 +193,25 @@ def ray(scratch: Path) -> None:
     )
 
 
+def trl(scratch: Path) -> None:
+    python(
+        "import os\n"
+        "os.environ['TRL_EXPERIMENTAL_SILENCE'] = '1'\n"
+        "from trl import GRPOConfig, GRPOTrainer\n"
+        "from agentgym import models\n"
+        "from agentgym.integrations.trl import AgentGymRollout, env_reward, task_dataset\n"
+        "model, tokenizer = models.load()\n"
+        f"config = GRPOConfig(output_dir={str(scratch / 'trl')!r}, use_cpu=True, max_steps=1,\n"
+        "    per_device_train_batch_size=4, num_generations=2, max_completion_length=8,\n"
+        "    beta=0.0, report_to='none', save_strategy='no')\n"
+        "rollout = AgentGymRollout(max_turns=2, env_kwargs={'tool': False})\n"
+        "GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=env_reward,\n"
+        "    args=config, train_dataset=task_dataset('agentgym/FrozenLake-v0', 2),\n"
+        "    rollout_func=rollout).train()\n"
+        "assert len(rollout.last_episodes) == 4, rollout.last_episodes\n"
+    )
+
+
 CHECKS: dict[str, Callable[[Path], None]] = {
     "core": core,
     "lowest": core,
@@ -206,6 +225,7 @@ CHECKS: dict[str, Callable[[Path], None]] = {
     "train": train,
     "deepspeed": deepspeed,
     "serve": serve,
+    "trl": trl,
     "ray": ray,
 }
 
