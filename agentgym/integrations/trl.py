@@ -169,11 +169,11 @@ class TRLEngine:
                 ids, logprobs = await asyncio.to_thread(
                     self.trainer._generate_single_turn, [p for p, _ in batch], None, {}, 1
                 )
-            except BaseException as error:
-                for _, future in batch:
+            except Exception as error:  # each request's caller gets it (the collector adds
+                for _, future in batch:  # which env and turn)
                     if not future.done():
                         future.set_exception(error)
-                raise
+                return
             self.gave_logprobs &= logprobs is not None
             for i, (_, future) in enumerate(batch):
                 if not future.done():
@@ -183,7 +183,12 @@ class TRLEngine:
         ended = bool(ids) and ids[-1] in set(self.trainer.eos_token_ids)
         if len(ids) > max_tokens:
             ids, ended = ids[:max_tokens], False
-        values = [0.0] * len(ids) if logprobs is None else [float(x) for x in logprobs[: len(ids)]]
+        # vLLM reports a logprob it could not compute as None; TRL reads NaN as "no correction".
+        values = (
+            [0.0] * len(ids)
+            if logprobs is None
+            else [float("nan") if x is None else float(x) for x in logprobs[: len(ids)]]
+        )
         return Completion(
             token_ids=ids,
             logprobs=values,

@@ -11,6 +11,8 @@ dev, which includes trl): then they fail.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import os
 import subprocess
 import sys
@@ -21,12 +23,15 @@ from typing import Any
 import pytest
 import torch
 
+from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Turn, assistant, user
 from agentgym.envs.frozenlake import FrozenLakeEnv
 from agentgym.extras import missing_requirements
+from agentgym.inference import SamplingParams
 from agentgym.integrations.trl import (
     AgentGymRollout,
+    TRLEngine,
     env_reward,
     env_success,
     episode_fields,
@@ -101,6 +106,56 @@ def test_reward_functions_read_the_env_outcome() -> None:
 def test_sampling_fields_other_than_max_tokens_belong_to_grpo_config() -> None:
     with pytest.raises(ConfigError, match="GRPOConfig"):
         AgentGymRollout(sampling={"temperature": 0.5})
+
+
+class FakeTrainer:
+    """What TRLEngine uses of a GRPOTrainer: its generation, EOS ids, tokenizer and model."""
+
+    def __init__(self, outputs: list[list[int]], logprobs: list[list[Any]] | None) -> None:
+        from agentgym import models
+
+        self.processing_class = models.load_tokenizer()
+        self.eos_token_ids = [self.processing_class.eos_token_id]
+        self.model = None
+        self.outputs, self.logprobs = outputs, logprobs
+        self.calls: list[list[list[int]]] = []
+
+    def _generate_single_turn(self, prompt_ids: list[list[int]], *_: Any) -> Any:
+        if not prompt_ids[0]:
+            raise RuntimeError("generation failed")
+        self.calls.append(prompt_ids)
+        n = len(prompt_ids)
+        return self.outputs[:n], None if self.logprobs is None else self.logprobs[:n]
+
+
+def test_trl_engine_batches_concurrent_turns_and_reports_what_trl_gave() -> None:
+    trainer = FakeTrainer([[5, 6, 7], [8]], [[-0.5, None, -1.0], [-2.0]])
+    eos = trainer.eos_token_ids[0]
+    trainer.outputs[1].append(eos)
+    engine = TRLEngine(trainer)
+
+    async def two() -> Any:
+        return await asyncio.gather(
+            engine.generate([1, 2], SamplingParams(max_tokens=2)),
+            engine.generate([3], SamplingParams()),
+        )
+
+    cut, ended = run_sync(two())
+    assert trainer.calls == [[[1, 2], [3]]]  # one batch for both
+    assert (cut.token_ids, cut.finish_reason, cut.stop) == ([5, 6], "length", None)
+    assert cut.logprobs[0] == -0.5
+    assert math.isnan(cut.logprobs[1])  # vLLM's None for a logprob it could not compute
+    assert (ended.token_ids, ended.finish_reason, ended.stop) == ([8, eos], "stop", eos)
+    assert ended.logprob_mode == "raw"
+    assert engine.gave_logprobs
+
+
+def test_trl_engine_without_logprobs_and_with_a_failing_generation() -> None:
+    engine = TRLEngine(FakeTrainer([[5]], None))
+    done = run_sync(engine.generate([1], SamplingParams()))
+    assert (done.logprobs, done.logprob_mode, engine.gave_logprobs) == ([0.0], "none", False)
+    with pytest.raises(RuntimeError, match="generation failed"):
+        run_sync(engine.generate([], SamplingParams()))
 
 
 class Recorder:
