@@ -151,6 +151,8 @@ class ServerPolicy:
         version = self.trainer.step_count
         path = await asyncio.to_thread(self._write, version, weights)
         try:
+            if self.version is None:
+                await self._continue_numbering()
             await self.engine.update_weights(path)
         except ConfigError:
             raise
@@ -165,6 +167,16 @@ class ServerPolicy:
         self.version = version
         self.pushed.add(version)
         await asyncio.to_thread(self._prune, path)
+
+    async def _continue_numbering(self) -> None:
+        """A server updated before (by a killed run) keeps counting from its own version, so
+        that a number it reports is never one that named other weights."""
+        ask = getattr(self.engine, "server_weight_version", None)
+        if ask is None:
+            return
+        served = await ask()
+        if isinstance(served, int) and served > getattr(self.engine, "weight_version", served):
+            self.engine.weight_version = served  # type: ignore[attr-defined]
 
     def _write(self, version: int, weights: Mapping[str, Tensor]) -> Path:
         final = self.weights_dir / f"step-{version:08d}"
