@@ -39,7 +39,7 @@ from agentgym.trainers.backends import Backend
 from agentgym.trainers.collector import episode_task, shard_size
 from agentgym.trainers.source import EpisodeSource
 
-__all__ = ["ShardedSource", "any_rank", "reduce_metrics"]
+__all__ = ["ShardedSource", "any_rank", "check_rank_engine", "reduce_metrics"]
 
 
 class ShardedSource:
@@ -57,8 +57,8 @@ class ShardedSource:
         self.seen_tasks: set[str] = set()
         """Tasks played by any rank (an evaluation can hold out the others)."""
         self.stats: dict[str, float] = {}
-        """The last collect's timings: ``collect_s`` (mean over ranks of a rank's own
-        collection), ``collect_s_max`` (the slowest rank's) and ``gather_s`` (rank 0's wait
+        """The last collect's timings: ``rank_collect_s`` (mean over ranks of a rank's own
+        collection), ``rank_collect_s_max`` (the slowest rank's) and ``gather_s`` (rank 0's wait
         for the others plus the transfer)."""
 
     def collect(self, num_groups: int) -> list[Episode]:
@@ -77,8 +77,8 @@ class ShardedSource:
         episodes = [episode for share, _ in shares for episode in share]
         times = [seconds for _, seconds in shares]
         self.stats = {
-            "collect_s": sum(times) / len(times),
-            "collect_s_max": max(times),
+            "rank_collect_s": sum(times) / len(times),
+            "rank_collect_s_max": max(times),
             "gather_s": time.perf_counter() - collected,
         }
         self.seen_tasks.update(t for t in map(episode_task, episodes) if t is not None)
@@ -92,6 +92,21 @@ class ShardedSource:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.local.load_state_dict(state)
         self.seen_tasks = set(state.get("seen_tasks", ()))
+
+
+def check_rank_engine(backend: Backend, server: str | None) -> None:
+    """Refuse an inference server (at URL ``server``; None: an in-process engine) shared by
+    several ranks: each rank would write the weights to the same folder, have the server load
+    them and map its version numbers on its own. Not supported yet (rank 0 alone must push)."""
+    if backend.world_size > 1 and server is not None:
+        raise ConfigError(
+            "engine",
+            f"a server ({server})",
+            f"would be updated by each of the {backend.world_size} data-parallel ranks (the "
+            "weights pushed, and the server's versions mapped, once per rank): not supported yet",
+            "train several ranks with in-process engines (--engine hf: each rank its own), or "
+            "use the server from one process",
+        )
 
 
 def reduce_metrics(metrics: Mapping[str, float], backend: Backend) -> dict[str, float]:

@@ -23,7 +23,12 @@ from agentgym import models
 from agentgym.error import ConfigError
 from agentgym.trainers.checkpoint import read_manifest
 from agentgym.trainers.collector import CollectorSource, shard_size
-from agentgym.trainers.sharding import ShardedSource, any_rank, reduce_metrics
+from agentgym.trainers.sharding import (
+    ShardedSource,
+    any_rank,
+    check_rank_engine,
+    reduce_metrics,
+)
 
 from .dp_fit import ShardSource
 from .dp_fit import run as fit_run
@@ -92,7 +97,7 @@ def test_sharded_source_joins_the_shares_in_rank_order_and_keeps_every_task():
     whole = ShardSource(group_size=2).collect(4)
     got = source.collect(4)
     assert [e.token_ids for e in got] == [e.token_ids for e in whole]
-    assert source.stats["collect_s_max"] == 2.0
+    assert source.stats["rank_collect_s_max"] == 2.0
     state = source.state_dict()
     assert state["position"] == 4
     assert state["seen_tasks"] == ["t0", "t1", "t2", "t3"]
@@ -120,6 +125,14 @@ def test_metrics_keep_global_values_and_average_each_ranks_own():
     joined = reduce_metrics({"loss": 0.5, "step_s": 1.0}, ranks)
     assert joined == {"loss": 0.5, "step_s": 2.0, "only_there": 1.0}
     assert any_rank(False, ranks) is True
+
+
+def test_a_server_shared_by_several_ranks_is_refused_for_now():
+    ranks = FakeRanks([None])
+    check_rank_engine(ranks, None)  # in-process engines: one per rank
+    with pytest.raises(ConfigError, match=r"http://h:1.*each of the 2 data-parallel ranks"):
+        check_rank_engine(ranks, "http://h:1")
+    check_rank_engine(FakeRanks([]), "http://h:1")  # one process pushes alone
 
 
 def test_resuming_with_another_number_of_processes_says_why_and_what_to_do(tmp_path):
@@ -156,7 +169,7 @@ def test_two_ranks_collecting_halves_train_as_one_process(two_ranks, algo, tmp_p
     got = [json.loads(line) for line in (two_ranks / algo / "metrics.jsonl").open()]
     assert [m["step"] for m in got] == [1.0, 2.0, 3.0]  # the third after the resume
     for step, (a, b) in enumerate(zip(expected, got, strict=True)):
-        assert {"collect_s", "collect_s_max", "gather_s"} <= b.keys()
+        assert {"rank_collect_s", "rank_collect_s_max", "gather_s"} <= b.keys()
         for key in a.keys() - NOT_COMPARED:
             assert b[key] == pytest.approx(a[key], abs=1e-5), (step, key)
     weights = torch.load(two_ranks / algo / "final.pt", weights_only=True)
