@@ -38,11 +38,11 @@ from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, InfraError
 from agentgym.core.types import Action, Observation
+from agentgym.vector.ray_actor import CLOSE_TIMEOUT, Dispatcher, EnvActor
 
 __all__ = [
     "MIN_ACTOR_CPUS",
     "RAY_OPTIONS",
-    "EnvActor",
     "RayEnv",
     "RayPool",
     "env_resources",
@@ -52,7 +52,6 @@ __all__ = [
 log = logging.getLogger("agentgym.vector")
 
 START_TIMEOUT = 120.0
-CLOSE_TIMEOUT = 10.0
 MIN_ACTOR_CPUS = 0.1
 LIGHT_ENVS_PER_ACTOR = 16
 RAY_OPTIONS = ("ray_address", "envs_per_actor", "ray_resources")
@@ -83,56 +82,6 @@ def env_resources(env_id: str) -> tuple[dict[str, float], int]:
     if per_actor is None:
         per_actor = 1 if resources.get("num_cpus", 0) >= 1 else LIGHT_ENVS_PER_ACTOR
     return resources, per_actor
-
-
-class EnvActor:
-    """The Ray actor (made with ``ray.remote`` at run time): envs by slot, made on demand."""
-
-    def __init__(self, spec: Any, kwargs: dict[str, Any]) -> None:
-        import agentgym  # noqa: F401  (registers the ids and plugins)
-
-        self.spec, self.kwargs = spec, kwargs
-        self.envs: dict[int, AgentEnv] = {}
-
-    async def make(self, slot: int) -> dict[str, Any]:
-        """Make (or remake) the env of ``slot``; returns what the proxy needs to mirror it."""
-        await self.drop(slot)
-        env = await asyncio.to_thread(
-            lambda: gym.make(self.spec, disable_env_checker=True, **self.kwargs).unwrapped
-        )
-        self.envs[slot] = env
-        return {
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "metadata": env.metadata,
-            "render_mode": env.render_mode,
-            "tools": env.tools,
-            "tool_parser": env.tool_parser,
-        }
-
-    async def call(
-        self, slot: int, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        env = self.envs.get(slot)
-        if env is None:
-            raise EnvStateError(f"slot {slot} has no env in this actor (it was dropped)")
-        return await getattr(env, method)(*args, **kwargs)
-
-    async def drop(self, slot: int) -> None:
-        """Close and forget the env of ``slot`` (if any)."""
-        env = self.envs.pop(slot, None)
-        if env is not None and not env.closed:
-            with contextlib.suppress(Exception):
-                async with deadline(CLOSE_TIMEOUT, f"slot {slot} close"):
-                    await env.aclose()
-
-    async def close(self) -> None:
-        await asyncio.gather(*(self.drop(slot) for slot in list(self.envs)))
-
-    def node_id(self) -> str:
-        import ray
-
-        return str(ray.get_runtime_context().get_node_id())
 
 
 @functools.cache
@@ -209,6 +158,7 @@ class RayPool:
         self.generations = [0] * count
         self.open_slots: set[int] = set()
         self._made: dict[int, Any] = {}
+        self.dispatcher = Dispatcher()
         self._finalizer = weakref.finalize(self, _kill_all, self.actors)
         for index in range(count):
             self._start(index)
@@ -327,22 +277,27 @@ class RayEnv(AgentEnv):
         actor, generation = self.pool.actor_of(self.slot)
         if generation != self._generation:
             raise InfraError(f"{self.env_id} Ray actor was replaced; reset the env")
-        ref = actor.call.remote(self.slot, method, args, kwargs)
+        key = (self.slot // self.pool.envs_per_actor, generation)
+        request_id, answer = self.pool.dispatcher.submit(
+            actor, key, self.slot, method, args, kwargs
+        )
         try:
-            return await ref
+            status, value = await answer
         except asyncio.CancelledError:  # a deadline: stop it there, remake this env at reset
             with contextlib.suppress(Exception):
-                ray.cancel(ref)
+                actor.cancel.remote(request_id)
             self._fresh = False
             raise
         except ray.exceptions.RayActorError as error:
             self.pool.lost(self.slot, generation)
             raise InfraError(f"{self.env_id} Ray actor died during {method}: {error}") from error
-        except ray.exceptions.RayTaskError as error:
-            cause = error.cause if error.cause is not None else error
-            raise InfraError(
-                f"{self.env_id} {method} failed in its Ray actor: {type(cause).__name__}: {cause}"
-            ) from error
+        except InfraError:
+            raise
+        except Exception as error:  # Ray could not deliver the call or its answer
+            raise InfraError(f"{self.env_id} {method} through Ray failed: {error!r}") from error
+        if status != "ok":
+            raise InfraError(f"{self.env_id} {method} failed in its Ray actor: {value}")
+        return value
 
     @property
     def actor_alive(self) -> bool:

@@ -1,0 +1,208 @@
+"""Env steps per second through each transport of ``AgentVectorEnv``, in one run.
+
+Transports: ``in-process`` (the default), ``ray-1`` and ``ray-2`` (``workers="ray"`` on a
+``ray.cluster_utils.Cluster`` simulation of 1 and 2 nodes, each node declaring ``--node-cpus``
+CPUs on this one machine), and ``env-server`` (``agentgym serve-env`` + ``agentgym/Remote-v0``,
+measured when that id is registered; see ``remote_transport``). Workloads:
+
+- ``io``: ``agentgym/BenchSleep-v0``, an env whose step awaits ``--io-delay`` seconds (50 ms:
+  a stand-in for a sandbox, a tool server or a judge) and does nothing else;
+- ``code``: ``agentgym/Code-v0`` answering every task with the same wrong program (a bubblewrap
+  sandbox run per step, then the episode ends and the env autoresets at the next step).
+
+Each (workload, envs, transport) is driven through the lockstep ``reset``/``step`` for
+``--steps`` batches after one warm-up batch. Reported: env steps/s, the ratio to in-process, and
+the transport's overhead per env step, ``(t_transport - t_in_process) / (steps * envs)``. With
+Ray, light envs go ``--envs-per-actor`` to an actor; Code-v0 (registered with a CPU per env)
+runs with the same number per actor and no CPU reservation, or 256 envs would need 256 CPUs.
+
+    python benchmarks/env_transports.py --out env_transports.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import agentgym
+from agentgym.core import AgentEnv, user
+from agentgym.core.env import StepResult
+from agentgym.core.types import Action, Observation
+
+SLEEP_ID = "agentgym/BenchSleep-v0"
+CODE_ID = "agentgym/Code-v0"
+CODE_ANSWER = "```python\ndef f(x):\n    return x\n```"
+
+
+class SleepEnv(AgentEnv):
+    """Each step awaits ``delay`` seconds; episodes never end."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        await super().areset(seed=seed, options=options)
+        return (user("waiting"),), {}
+
+    async def astep(self, action: Action) -> StepResult:
+        await asyncio.sleep(self.delay)
+        return (user("done"),), 0.0, False, False, {}
+
+
+@dataclass
+class Row:
+    workload: str
+    envs: int
+    transport: str
+    steps_per_s: float
+    seconds: float
+    vs_in_process: float | None = None
+    overhead_ms_per_step: float | None = None
+
+
+def _measure(make: Callable[[], Any], action: Any, envs: int, steps: int) -> float:
+    """Seconds for ``steps`` lockstep batches (after a reset and one warm-up batch)."""
+    venv = make()
+    try:
+        venv.reset(seed=0)
+        venv.step([action] * envs)
+        started = time.perf_counter()
+        for _ in range(steps):
+            venv.step([action] * envs)
+        return time.perf_counter() - started
+    finally:
+        venv.close()
+
+
+@contextmanager
+def ray_cluster(nodes: int, node_cpus: int) -> Iterator[None]:
+    """A simulated cluster of ``nodes`` nodes, Ray connected to it, this folder on the actors'
+    path (they import ``env_transports:SleepEnv``)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    memory = 200 * 2**20
+    head = {"num_cpus": node_cpus, "object_store_memory": memory, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=node_cpus, object_store_memory=memory)
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    cluster.wait_for_nodes()
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def remote_transport() -> Callable[[str, int, dict[str, Any]], Any] | None:
+    """The env-server row's vector env maker, or None while ``agentgym/Remote-v0`` is not
+    registered. To add it: start ``agentgym serve-env <id>`` (with this folder on its
+    ``PYTHONPATH`` for BenchSleep-v0) and return a maker of ``gym.make_vec("agentgym/Remote-v0",
+    envs, vectorization_mode="vector_entry_point", url=..., env_id=<id>)``."""
+    if "agentgym/Remote-v0" not in gym.registry:
+        return None
+    return None  # the server's command line and URL are wired in once it lands
+
+
+def _workloads(args: argparse.Namespace) -> list[tuple[str, str, Any, dict[str, Any]]]:
+    chosen = []
+    if "io" in args.workloads:
+        chosen.append(("io", SLEEP_ID, "go", {"delay": args.io_delay}))
+    if "code" in args.workloads:
+        chosen.append(("code", CODE_ID, CODE_ANSWER, {"timeout": 10}))
+    return chosen
+
+
+def _run_transport(
+    transport: str, args: argparse.Namespace, times: dict[tuple[str, int, str], float]
+) -> None:
+    for workload, env_id, action, kwargs in _workloads(args):
+        for envs in args.envs:
+            options: dict[str, Any] = {}
+            if transport.startswith("ray"):
+                options = {"workers": "ray", "envs_per_actor": args.envs_per_actor}
+                if workload == "code":
+                    options["ray_resources"] = {"num_cpus": 0}
+
+            def make(
+                env_id: str = env_id, envs: int = envs, options: Any = options, kwargs: Any = kwargs
+            ) -> Any:
+                return gym.make_vec(
+                    env_id, envs, vectorization_mode="vector_entry_point", **kwargs, **options
+                )
+
+            steps = args.steps if workload == "io" else args.code_steps
+            seconds = _measure(make, action, envs, steps)
+            times[(workload, envs, transport)] = seconds
+            print(f"{workload:5s} {envs:4d} envs  {transport:11s} {envs * steps / seconds:9.1f} "
+                  "steps/s", flush=True)  # fmt: skip
+
+
+def _rows(times: dict[tuple[str, int, str], float], args: argparse.Namespace) -> list[Row]:
+    rows = []
+    for (workload, envs, transport), seconds in times.items():
+        steps = args.steps if workload == "io" else args.code_steps
+        row = Row(workload, envs, transport, envs * steps / seconds, seconds)
+        base = times.get((workload, envs, "in-process"))
+        if base is not None and transport != "in-process":
+            row.vs_in_process = base / seconds
+            row.overhead_ms_per_step = (seconds - base) / (steps * envs) * 1000
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--workloads", nargs="+", default=["io", "code"])
+    parser.add_argument("--steps", type=int, default=20, help="lockstep batches (io)")
+    parser.add_argument("--code-steps", type=int, default=3, help="lockstep batches (code)")
+    parser.add_argument("--io-delay", type=float, default=0.05)
+    parser.add_argument("--envs-per-actor", type=int, default=32)
+    parser.add_argument("--node-cpus", type=int, default=8, help="CPUs each node declares")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    agentgym.register(SLEEP_ID, "env_transports:SleepEnv", family="Bench")
+
+    times: dict[tuple[str, int, str], float] = {}
+    _run_transport("in-process", args, times)
+    for nodes in (1, 2):
+        with ray_cluster(nodes, args.node_cpus):
+            _run_transport(f"ray-{nodes}", args, times)
+    if remote_transport() is None:
+        print("env-server: agentgym/Remote-v0 is not registered; row skipped")
+    rows = _rows(times, args)
+    print(f"\n{'workload':8s} {'envs':>5s} {'transport':11s} {'steps/s':>9s} {'x in-proc':>9s} "
+          f"{'overhead ms/step':>16s}")  # fmt: skip
+    for r in rows:
+        ratio = f"{r.vs_in_process:.2f}" if r.vs_in_process is not None else "-"
+        over = f"{r.overhead_ms_per_step:.3f}" if r.overhead_ms_per_step is not None else "-"
+        print(f"{r.workload:8s} {r.envs:5d} {r.transport:11s} {r.steps_per_s:9.1f} {ratio:>9s} "
+              f"{over:>16s}")  # fmt: skip
+    if args.out is not None:
+        machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
+        payload = {"args": vars(args) | {"out": str(args.out)}, "machine": machine}
+        payload["rows"] = [asdict(r) for r in rows]
+        args.out.write_text(json.dumps(payload, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
