@@ -5,8 +5,8 @@ the integration promises: TRL's loss covers exactly the ids that were sampled, t
 exactly their decoding, the env's own tokens are in the sequence but out of the loss, the
 rewards (hence the advantages) are the env's returns, and the weights moved.
 
-Without trl these tests skip, unless the rest of ``agentgym[dev]`` is installed (CI installs
-dev, which includes trl): then they fail.
+Without trl the tests that need it skip, unless the rest of ``agentgym[dev]`` is installed (CI
+installs dev, which includes trl): then they fail.
 """
 
 from __future__ import annotations
