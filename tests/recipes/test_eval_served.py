@@ -1,5 +1,6 @@
 """``agentgym eval`` of a model served by ``agentgym serve`` (a separate process) equals the
-same model evaluated in-process with the same seeds, through the token API and the chat API."""
+same model evaluated in-process with the same seeds: through the OpenAI API's completions (token
+ids) and chat, and through SGLang's native API, which agentgym serve speaks too."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from agentgym.cli import main
 from agentgym.models import load
 
-pytestmark = pytest.mark.slow  # ~1 minute: a server start and six small evaluations
+pytestmark = pytest.mark.slow  # ~1.5 minutes: a server start and eight small evaluations
 
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
 SECRET = "sk-agentgym-sentinel-3b9e1d"
@@ -81,15 +82,21 @@ def test_served_eval_equals_in_process(served, tmp_path, capsys, monkeypatch, te
     common = ["--temperature", temperature, "--pass-k", "1,2"]
     in_process = ["--model", str(folder), *common]
     local, local_rows, _ = _evaluate(capsys, tmp_path / "local.jsonl", *in_process)
-    remote = ["--engine", "openai", "--engine-url", url, "--model", "tiny-served"]
-    remote += ["--tokenizer", str(folder), "--api-key-env", "AGENTGYM_EVAL_TEST_KEY", *common]
-    for api in ("completions", "chat"):
-        out = tmp_path / f"{api}.jsonl"
-        summary, rows, printed = _evaluate(capsys, out, *remote, "--api", api)
-        assert summary["api"] == ("tokens" if api == "completions" else "chat")
-        assert summary["engine"]["api_key_env"] == "AGENTGYM_EVAL_TEST_KEY"
+    openai = ["--engine", "openai", "--engine-url", url, "--model", "tiny-served"]
+    openai += ["--api-key-env", "AGENTGYM_EVAL_TEST_KEY"]
+    ways = {
+        "tokens": [*openai, "--api", "completions"],
+        "chat": [*openai, "--api", "chat"],
+        "sglang": ["--engine", "sglang", "--engine-url", url],  # agentgym serve's native API
+    }
+    for way, flags in ways.items():
+        out = tmp_path / f"{way}.jsonl"
+        summary, rows, printed = _evaluate(
+            capsys, out, *flags, "--tokenizer", str(folder), *common
+        )
+        assert summary["api"] == ("chat" if way == "chat" else "tokens")
         for key in ("success_rate", "successes", "mean_return", "pass_at_k", "episodes"):
-            assert summary[key] == local[key], (api, key)
+            assert summary[key] == local[key], (way, key)
         assert _outcomes(rows) == _outcomes(local_rows)
         assert [r["messages"] for r in rows] == [r["messages"] for r in local_rows]
         assert summary["tokens"] == local["tokens"] > 0
