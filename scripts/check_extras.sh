@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-python3}
 TORCH_CPU=${TORCH_CPU:-torch==2.13.0}
 JOBS=${JOBS:-3}
 # Longest installs first (torch), so the short ones fill the other slots meanwhile.
-EXTRAS=${EXTRAS:-"train deepspeed models serve trl math mcp web docker code ray core lowest"}
+EXTRAS=${EXTRAS:-"train deepspeed models serve trl math mcp web docker code ray openenv core lowest"}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/agentgym-extras.XXXXXX")}
 KEEP=${KEEP:-0}
 TORCH_EXTRAS=" models train deepspeed serve trl bench "

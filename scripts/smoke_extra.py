@@ -212,6 +212,32 @@ def trl(scratch: Path) -> None:
     )
 
 
+def openenv(scratch: Path) -> None:
+    # serve-env in a child process; Remote-v0 and openenv-core's own client play it.
+    assert "--num-envs" in cli("serve-env", "--help")
+    python(
+        "import asyncio, sys, gymnasium as gym, agentgym\n"
+        "from agentgym.envs.remote import start_server\n"
+        "server = start_server('agentgym/FrozenLake-v0', num_envs=2)\n"
+        "try:\n"
+        "    env = gym.make('agentgym/Remote-v0', url=server.url)\n"
+        "    obs, info = env.reset(seed=0)\n"
+        "    assert obs and info['tools'], info\n"
+        "    env.step('```down```')\n"
+        "    env.close()\n"
+        "    assert 'openenv' not in sys.modules, 'Remote-v0 imported openenv-core'\n"
+        "    from openenv.core import GenericEnvClient\n"
+        "    async def play():\n"
+        "        async with GenericEnvClient(base_url=server.url) as client:\n"
+        "            first = await client.reset(seed=0)\n"
+        "            assert first.observation['messages'], first\n"
+        "            await client.step({'message': '```down```'})\n"
+        "    asyncio.run(play())\n"
+        "finally:\n"
+        "    server.close()\n"
+    )
+
+
 CHECKS: dict[str, Callable[[Path], None]] = {
     "core": core,
     "lowest": core,
@@ -227,6 +253,7 @@ CHECKS: dict[str, Callable[[Path], None]] = {
     "serve": serve,
     "trl": trl,
     "ray": ray,
+    "openenv": openenv,
 }
 
 
