@@ -49,11 +49,15 @@ def _unavailable(reason: str) -> None:
 
 
 class MarkEnv(AgentEnv):
-    """Steps write ``<folder>/<seed>`` and then sleep ``seconds``: a test sees a step in flight."""
+    """Steps write ``<folder>/<seed>`` and then sleep ``seconds`` (only the env reset with
+    ``slow_seed``, when given): a test sees a step in flight."""
 
-    def __init__(self, folder: str = "", seconds: float = 0.0) -> None:
+    def __init__(
+        self, folder: str = "", seconds: float = 0.0, slow_seed: int | None = None
+    ) -> None:
         super().__init__()
         self.folder, self.seconds, self.seed = folder, seconds, 0
+        self.slow_seed = slow_seed  # only this seed's steps sleep, when given
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -65,7 +69,8 @@ class MarkEnv(AgentEnv):
     async def astep(self, action: Action) -> StepResult:
         if self.folder:
             Path(self.folder, str(self.seed)).touch()
-        await asyncio.sleep(self.seconds)
+        if self.slow_seed is None or self.slow_seed == self.seed:
+            await asyncio.sleep(self.seconds)
         return (user("done"),), float(self.seed), True, False, {"task": self.seed}
 
 
@@ -238,6 +243,31 @@ def test_killed_actor_fails_only_its_envs_and_is_replaced(cluster: Any, tmp_path
     finally:
         venv.close()
     assert _wait(lambda: not _alive_actors(), 30), _alive_actors()
+
+
+def test_step_past_its_deadline_fails_that_env_only(cluster: Any) -> None:
+    venv = AgentVectorEnv.from_id(
+        MARK_ID, 4, workers="ray", envs_per_actor=4, step_timeout=2.0, seconds=60.0, slow_seed=0
+    )
+    try:
+        venv.reset(seed=[0, 1, 2, 3])
+
+        async def ragged() -> list[Any]:
+            for i in range(4):
+                venv.submit_step(i, "go")
+            return [t async for t in venv.transitions()]
+
+        got = asyncio.run(ragged())
+        # The three quick envs of the same actor answer first: the slow one holds none back.
+        assert sorted(t.index for t in got[:3]) == [1, 2, 3]
+        assert [t.index for t in got if t.infra_error] == [0]
+        assert "deadline" in next(t for t in got if t.infra_error).info["error"]
+        obs, _ = venv.reset(seed=[4, 1, 2, 3])  # env 0 is remade in its actor
+        assert obs[0][0]["content"] == "task 4"
+        actors = [a for a in venv.envs[0].pool.actors if a is not None]
+        assert len(actors) == 1  # the actor itself was not replaced
+    finally:
+        venv.close()
 
 
 def test_ragged_and_groups_through_ray(cluster: Any) -> None:
