@@ -181,6 +181,10 @@ class SGLangEngine:
             answer = await self._http.post(
                 api.GENERATE, api.generate_request(prompt_token_ids, sampling)
             )
+        except InfraError as e:
+            if (down := self._down(e, api.GENERATE)) is None:
+                raise
+            raise down from e
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
@@ -215,22 +219,48 @@ class SGLangEngine:
             )
         await self.start()
         self._open.clear()
+        failed = True
         try:
             if self._in_flight:
                 await self._drained.wait()
             await self._optional(api.PAUSE_GENERATION, {"mode": self.pause_mode})
-            try:
-                answer = await self._http.post(*update)
-            except HTTPStatusError as e:  # SGLang answers a failed update with HTTP 400
-                answer = _json_or_none(e.body)
-                if not isinstance(answer, dict) or "success" not in answer:
-                    raise
-            api.check_update_response(answer, path)
+            await self._post_update(*update, path)
             await self._optional(api.FLUSH_CACHE, None)
             self.weight_version = version
+            failed = False
+        except InfraError as e:
+            if (down := self._down(e, update[0])) is None:
+                raise
+            raise down from e
         finally:
-            await self._optional(api.CONTINUE_GENERATION, {})
-            self._open.set()
+            try:
+                await self._optional(api.CONTINUE_GENERATION, {})
+            except InfraError:
+                if not failed:  # else the first failure is the one to report
+                    raise
+            finally:
+                self._open.set()
+
+    async def _post_update(self, route: str, body: dict[str, Any], path: str) -> None:
+        try:
+            answer = await self._http.post(route, body)
+        except HTTPStatusError as e:  # SGLang answers a failed update with HTTP 400
+            answer = _json_or_none(e.body)
+            if not isinstance(answer, dict) or "success" not in answer:
+                raise
+        api.check_update_response(answer, path)
+
+    def _down(self, error: InfraError, route: str) -> InfraError | None:
+        """For ``error`` from a server that did not answer at all (connection refused or
+        dropped), an error that says so and what to do; ``None`` for any other error (an HTTP
+        status, a deadline, a refused update: those say what happened already)."""
+        if type(error) is not InfraError or not isinstance(error.__cause__, httpx.HTTPError):
+            return None
+        return InfraError(
+            f"the SGLang server at {self.base_url} did not answer {route}: {error}. "
+            "Fix: check that the server runs (restart it; a training run resumes from its last "
+            "checkpoint)."
+        )
 
     async def server_weight_version(self) -> int | None:
         """The weight version the server reports (``/get_model_info``) as a number; ``None``

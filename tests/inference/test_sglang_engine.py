@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 
 import httpx
@@ -193,5 +194,27 @@ def test_launch_command_and_a_server_that_dies_at_start():
                 await dead.generate([1], SamplingParams())
         finally:
             await dead.close()
+
+    asyncio.run(run())
+
+
+def test_a_server_that_does_not_answer_is_a_clear_infra_error(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async def run():
+        real = SGLangEngine(f"http://127.0.0.1:{port}", timeout=10)
+        with pytest.raises(InfraError, match=r"did not answer /generate: .*Fix: check that"):
+            await real.generate([1], SamplingParams(max_tokens=1))
+        fake = SGLangEngine("http://sglang", transport=httpx.MockTransport(refused))
+        with pytest.raises(InfraError, match="did not answer /update_weights_from_disk"):
+            await fake.update_weights(tmp_path)
+        assert fake._open.is_set()  # generation is not left blocked
+        assert fake.weight_version == 0
+        await asyncio.gather(real.close(), fake.close())
 
     asyncio.run(run())
