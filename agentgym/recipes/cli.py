@@ -80,6 +80,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--seed", "seed", {"type": int}),
     ("--env-kwargs", "env_kwargs", {"metavar": "JSON|K=V,..."}),
     ("--train-env-kwargs", "train_env_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--env-workers", "env_workers", {"choices": ["thread", "process", "ray"]}),
     ("--max-turns", "max_turns", {"type": int}),
     ("--history-turns", "history_turns", {"metavar": "K|all"}),
     ("--action-choices", "action_choices", {"action": argparse.BooleanOptionalAction}),

@@ -101,6 +101,9 @@ class RunConfig(Config):
     train_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Env arguments of training episodes only, over env_kwargs; evaluation plays the env
     without them (e.g. a penalty that shapes training)."""
+    env_workers: Literal["thread", "process", "ray"] | None = None
+    """Where training episodes' envs run: None (where the env asks), thread, process, or ray
+    (Ray actors, one pool for the whole run; a local Ray unless RAY_ADDRESS names a cluster)."""
     max_turns: int | None = None
     """Most turns per training episode; None: the env's own limit (evaluation always plays
     it)."""

@@ -108,6 +108,22 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
         raise
 
 
+def _training_env(run: RunConfig, world_size: int) -> tuple[Any, dict[str, Any]]:
+    """``(env, env_kwargs)`` of the collector: the id and its arguments, or with Ray workers one
+    vector env for the whole run (a collect call makes a vector env per call: with Ray, actors
+    started every update); ``train_run`` closes it."""
+    kwargs = {**run.env_kwargs, **run.train_env_kwargs}
+    if run.env_workers is not None:
+        kwargs["workers"] = run.env_workers
+    if run.env_workers != "ray":
+        return run.env, kwargs
+    from agentgym.vector import AgentVectorEnv
+
+    group = run.config.group_size
+    num_envs = run.config.groups_per_batch // max(world_size, 1) * group
+    return AgentVectorEnv.from_id(run.env, num_envs, group_size=group, **kwargs), {}
+
+
 def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
     """The trainer (policy from ``run.model``) and the collector on its engine
     (``colocated_engine``: on the trainer's device, sharing its weights, by default; a server
@@ -140,12 +156,13 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
     else:
         engine = _server_engine(run, trainer, out)
+    env, env_kwargs = _training_env(run, trainer.backend.world_size)
     source = CollectorSource(
         engine,
-        run.env,
+        env,
         group_size=run.config.group_size,
         seed=run.seed,
-        env_kwargs={**run.env_kwargs, **run.train_env_kwargs},
+        env_kwargs=env_kwargs,
         max_turns=run.max_turns,
         history_turns=run.history_turns,
         action_choices=run.action_choices,
@@ -281,6 +298,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         summary = _final_summary(run, trainer, source, out)
     finally:
         run_sync(trainer.engine.close())
+        getattr(getattr(source, "env", None), "close", lambda: None)()  # a run's vector env
     summary["stopped_early"] = stop.requested
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_curves(out, title=f"{run.env} {run.algo}")  # with the evaluations before and after
