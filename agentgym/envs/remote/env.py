@@ -162,7 +162,8 @@ class RemoteEnv(AgentEnv):
 
     Reset info keys: ``tools``, ``infra_error`` and ``error`` when the reset failed, and the
     served env's (see its docstring; FrozenLake-v0's by default: ``task_id``, ``map``,
-    ``size``, ``max_turns``, ``state``, ``action_choices``).
+    ``size``, ``max_turns``, ``state``, ``action_choices``); ``observation`` from a foreign
+    server.
     Step info keys: the served env's (FrozenLake-v0's by default: ``success``,
     ``invalid_action``, ``reward_components``, ``position``, ``turn``, ``task_id``, ``state``,
     ``action_choices``, ``truncation_reason``); ``observation`` from a foreign server.

@@ -10,21 +10,27 @@ step deadline gives that episode ``infra_error``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import pytest
 from openenv.core import GenericEnvClient
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
 from websockets.asyncio.server import ServerConnection, serve
 
 import agentgym
 from agentgym.cli import main
+from agentgym.core.env import AgentEnv
+from agentgym.core.types import user
 from agentgym.envs.remote import LocalServer, RemoteEnv, start_server
 
 pytestmark = pytest.mark.slow  # the server's start: 5 s on an idle machine, 15 s on a busy one
@@ -213,3 +219,138 @@ def test_a_server_failing_mid_episode_is_an_infra_error(on_step: str, error: str
 def test_serve_env_refuses_an_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve-env", "agentgym/Math-v9", "--port", "0"]) == 2
     assert "Did you mean 'agentgym/Math-v0'" in capsys.readouterr().err
+
+
+# --- servers in this process: the server's own deadline and idle reaping, a foreign server -----
+
+
+@contextlib.contextmanager
+def served_here(app: Any) -> Iterator[str]:
+    """``app`` under uvicorn on a free loopback port, in a thread of this process."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, "uvicorn started")
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+class SlowEnv(AgentEnv):
+    """Answers ``"slow"`` after an hour (the server's deadline cuts it), anything else at once."""
+
+    closed_envs: ClassVar[list[SlowEnv]] = []
+
+    async def areset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        await super().areset(seed=seed, options=options)
+        return (user("say something"),), {"tools": []}
+
+    async def astep(self, action: Any) -> Any:
+        if action == "slow":
+            await asyncio.sleep(3600)
+        return (user("ok"),), 1.0, True, False, {}
+
+    async def aclose(self) -> None:
+        SlowEnv.closed_envs.append(self)
+        await super().aclose()
+
+
+@pytest.fixture(scope="module")
+def slow_env_id() -> Iterator[str]:
+    env_id = "remotetest/Slow-v0"  # not agentgym/: the contract test counts those
+    gym.register(env_id, entry_point=SlowEnv)
+    yield env_id
+    del gym.registry[env_id]
+
+
+def test_the_servers_step_deadline_is_an_infra_error_and_the_next_reset_works(
+    slow_env_id: str,
+) -> None:
+    from agentgym.vector.serve_env import ServeOptions, build_app
+
+    options = ServeOptions(slow_env_id, num_envs=2, step_timeout=0.5, idle_timeout=None)
+    with served_here(build_app(options)[0]) as url:
+        env = RemoteEnv(url=url, session="env")
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step("slow")
+        assert (obs, reward, terminated, truncated) == ((), 0.0, False, True)
+        assert info["infra_error"] is True
+        assert "DeadlineExceeded" in info["error"]
+        env.reset(seed=1)  # the server made a fresh env for the session
+        assert env.step("fast")[1] == 1.0
+        env.close()
+
+
+def test_an_idle_session_is_closed_with_its_env(slow_env_id: str) -> None:
+    from agentgym.vector.serve_env import ServeOptions, build_app
+
+    options = ServeOptions(slow_env_id, step_timeout=0.5, reset_timeout=0.5, idle_timeout=1.0)
+    app, server = build_app(options)
+    closed_before = len(SlowEnv.closed_envs)
+    with served_here(app) as url:
+        env = RemoteEnv(url=url, session="env")
+        env.reset(seed=0)
+        assert server.active_sessions == 1
+        # OpenEnv's reaper looks every max(idle_timeout / 4, 5 s).
+        wait_for(lambda: server.active_sessions == 0, "the idle session reaped", timeout=30)
+        assert len(SlowEnv.closed_envs) == closed_before + 1
+        env.close()
+
+
+class EchoAction(Action):
+    message: str
+
+
+class EchoObservation(Observation):
+    echoed_message: str = ""
+
+
+class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
+    """An OpenEnv env that is not agentgym's: echoes the message, done after two steps."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kw: Any) -> Any:
+        self.steps = 0
+        return EchoObservation(echoed_message="ready")
+
+    def step(self, action: EchoAction, timeout_s: float | None = None, **kw: Any) -> Any:
+        self.steps += 1
+        return EchoObservation(echoed_message=action.message, reward=0.5, done=self.steps == 2)
+
+    @property
+    def state(self) -> State:
+        return State(step_count=self.steps)
+
+
+def test_remote_plays_any_openenv_server() -> None:
+    from openenv.core.env_server.http_server import create_fastapi_app
+
+    app = create_fastapi_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=2)
+    with served_here(app) as url:
+        env = gym.make("agentgym/Remote-v0", url=url, env_id="anything")  # no /status to check
+        info = {"observation": {"echoed_message": "ready"}, "tools": []}
+        assert env.reset(seed=0) == (({"role": "user", "content": "ready"},), info)
+        first = env.step("hello")
+        assert first == (
+            ({"role": "user", "content": "hello"},),
+            0.5,
+            False,
+            False,
+            {"observation": {"echoed_message": "hello"}},
+        )
+        assert env.step("bye")[2] is True  # done: terminated
+        env.close()
