@@ -9,11 +9,14 @@ API) cannot: ``attach_server`` wraps its engine in a ``ServerPolicy`` that, at e
    temporary folder renamed), keeping the newest ``keep`` of them;
 2. has the server load it (``engine.update_weights(path)``: SGLang's pause, update from disk,
    flush cache, continue);
-3. tags the new weights policy version ``n = trainer.step_count``.
+3. tags the new weights policy version ``n = trainer.step_count``: an ``SGLangEngine`` names
+   the update ``n`` (SGLang's ``weight_version``), so the server reports the trainer's version
+   with every completion; another engine's own count is mapped to it.
 
 Attaching pushes at once, so the server samples the trainer's policy whatever it was started
-with; ``Trainer.load`` pushes again on resume. Completions carry the trainer's version (the
-server's own counter mapped to it; weights the trainer never pushed map to None), and
+with; ``Trainer.load`` pushes again on resume. With data-parallel ranks sharing one server,
+rank 0 writes and pushes while the others wait for it. Completions carry the trainer's version
+(weights the trainer never pushed map to None), and
 ``Trainer.step`` refuses a batch holding a sample of version None or of a version this trainer
 did not push (``UnknownPolicyVersion``). A server that fails to load the weights, or cannot be
 reached while generating, stops the run with ``InferenceServerError``: the last checkpoint is
@@ -32,6 +35,8 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.types import Episode
@@ -147,12 +152,41 @@ class ServerPolicy:
         return completion
 
     async def update_weights(self, weights: Mapping[str, Tensor]) -> None:
-        """Write ``weights`` as ``<weights_dir>/step-<n>`` and have the server load it."""
+        """Write ``weights`` as ``<weights_dir>/step-<n>`` and have the server load it (rank 0;
+        every rank calls it and waits for rank 0's push, so no rank samples old weights)."""
         version = self.trainer.step_count
+        backend = self.trainer.backend
+        failure: BaseException | None = None
+        served: Any = version
+        if backend.rank == 0:
+            try:
+                served = await self._push(version, weights)
+            except BaseException as error:  # every rank hears of it, then rank 0 raises it
+                failure = error
+        if backend.world_size > 1:
+            failed = torch.tensor([float(failure is not None)])
+            if backend.all_reduce(failed).item() > 0 and failure is None:
+                raise InferenceServerError(
+                    f"rank 0 failed to push the weights of update {version} to the inference "
+                    f"server at {self.url}. Fix: {RESUME_FIX}."
+                )
+        if failure is not None:
+            raise failure
+        if isinstance(served, int):
+            self._versions[served] = version
+        self.version = version
+        self.pushed.add(version)
+
+    async def _push(self, version: int, weights: Mapping[str, Tensor]) -> Any:
+        """Write and load version ``version``; returns the number the server now reports."""
         path = await asyncio.to_thread(self._write, version, weights)
+        from agentgym.inference.sglang import SGLangEngine
+
+        if isinstance(self.engine, SGLangEngine):
+            # it names its next update weight_version + 1: the server then reports the
+            # trainer's version itself, the number every rank maps
+            self.engine.weight_version = version - 1
         try:
-            if self.version is None:
-                await self._continue_numbering()
             await self.engine.update_weights(path)
         except ConfigError:
             raise
@@ -161,22 +195,8 @@ class ServerPolicy:
                 f"the inference server at {self.url} did not load the weights of update "
                 f"{version} from {path}: {type(error).__name__}: {error}. Fix: {RESUME_FIX}."
             ) from error
-        served = getattr(self.engine, "weight_version", None)
-        if isinstance(served, int):
-            self._versions[served] = version
-        self.version = version
-        self.pushed.add(version)
         await asyncio.to_thread(self._prune, path)
-
-    async def _continue_numbering(self) -> None:
-        """A server updated before (by a killed run) keeps counting from its own version, so
-        that a number it reports is never one that named other weights."""
-        ask = getattr(self.engine, "server_weight_version", None)
-        if ask is None:
-            return
-        served = await ask()
-        if isinstance(served, int) and served > getattr(self.engine, "weight_version", served):
-            self.engine.weight_version = served  # type: ignore[attr-defined]
+        return getattr(self.engine, "weight_version", None)
 
     def _write(self, version: int, weights: Mapping[str, Tensor]) -> Path:
         final = self.weights_dir / f"step-{version:08d}"
