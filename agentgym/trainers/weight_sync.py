@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 RESUME_FIX = "restart the server and rerun with --resume (the last checkpoint is intact)"
+START_FIX = "start the server (or correct --engine-url) and rerun the same command"
 
 
 class InferenceServerError(InfraError):
@@ -191,9 +192,10 @@ class ServerPolicy:
         except ConfigError:
             raise
         except Exception as error:
+            fix = START_FIX if self.version is None else RESUME_FIX  # the first push: at start
             raise InferenceServerError(
                 f"the inference server at {self.url} did not load the weights of update "
-                f"{version} from {path}: {type(error).__name__}: {error}. Fix: {RESUME_FIX}."
+                f"{version} from {path}: {type(error).__name__}: {error}. Fix: {fix}."
             ) from error
         await asyncio.to_thread(self._prune, path)
         return getattr(self.engine, "weight_version", None)

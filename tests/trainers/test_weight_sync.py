@@ -188,7 +188,7 @@ def test_an_unreachable_server_is_refused_at_attach(tmp_path):
     server = FakeServer(trainer.module.policy, trainer.tokenizer)
     server.fail = InfraError("POST http://fake-server:1/pause_generation failed: ConnectError")
     try:
-        with pytest.raises(InferenceServerError, match="update 0"):
+        with pytest.raises(InferenceServerError, match=r"update 0.*start the server"):
             attach_server(trainer, server, tmp_path)
     finally:
         run_sync(server.close())
