@@ -5,7 +5,7 @@
     agentgym list [--family F] [--tag T] [--json]
     agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
-    agentgym eval [--env ID] [--model DIR] [--episodes N] [--temperature T] [--json]
+    agentgym eval [--env ID] [--engine hf|openai|sglang] [--model DIR|NAME] [-n N] [--json] ...
     agentgym serve-env <env-id> [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
     agentgym mcp inspect [--url URL] [--call TOOL] [--arguments JSON] [--json] [-- COMMAND ...]
 
@@ -360,7 +360,7 @@ COMMANDS: dict[str, Command] = {
         extra="train",
     ),
     "eval": Command(
-        "success rate of a model on an env, with its Wilson confidence interval (95 percent)",
+        "evaluate a local or served model on an env: success (95 percent interval), pass@k",
         _add_eval_arguments,
         _run_eval,
         extra="train",

@@ -142,8 +142,9 @@ def _eval_report(args: argparse.Namespace, spec: Any, run: Any, ks: list[int], *
         return json.dumps({**report, **run.to_dict(ks)}, indent=2)
     where = f" at {spec.url}" if spec.url else ""
     name = args.model or "the tiny policy"
-    head = f"{args.env}: {name} ({spec.kind}{where}, {run.api}, {more['max_tokens']} tokens/turn)"
-    return f"{head}\n{run.table(ks)}"
+    engine = f"{name} ({spec.kind}{where}, {run.api}, {more['max_tokens']} tokens/turn)"
+    head, *rest = run.table(ks).splitlines()
+    return "\n".join([f"{args.env}: {head}", f"  {'model':<16}{engine}", *rest])
 
 
 def run_eval(args: argparse.Namespace) -> int:

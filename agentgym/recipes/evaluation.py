@@ -34,7 +34,7 @@ import numpy as np
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Message, Turn
 from agentgym.inference.base import InferenceEngine, SamplingParams
-from agentgym.recipes.report import EvalResult, wilson_interval
+from agentgym.recipes.report import EvalResult
 from agentgym.trainers.collector import episode_task
 
 __all__ = [
@@ -171,15 +171,12 @@ class EvalRun:
         }
 
     def table(self, ks: Sequence[int] = ()) -> str:
-        """The summary as aligned text lines."""
+        """The summary as text: the success rate with its 95% interval and the mean return
+        (``EvalResult.describe``), then a line each for the episodes, pass@k, tokens, time."""
         result = self.result
-        low, high = wilson_interval(result.successes, result.judged)
         rows = [
             ("episodes", f"{result.episodes} ({len(self.episodes) // self.samples} tasks x "
              f"{self.samples} samples)"),
-            ("success", f"{result.success_rate:.3f}  [95% CI {low:.3f}, {high:.3f}]  "
-             f"({result.successes}/{result.judged})"),
-            ("mean reward", f"{result.mean_return:.3f}"),
             *((f"pass@{k}", f"{v:.3f}") for k, v in self.pass_at(ks).items()),
             ("tokens", f"{self.tokens} sampled ({self.tokens / max(1, result.episodes):.1f} "
              "per episode)"),
@@ -187,8 +184,9 @@ class EvalRun:
              "episodes/s)"),
         ]  # fmt: skip
         if result.episodes > result.judged:
-            rows.insert(2, ("success unknown", f"{result.episodes - result.judged} episodes"))
-        return "\n".join(f"  {name:<16}{value}" for name, value in rows)
+            rows.insert(1, ("success unknown", f"{result.episodes - result.judged} episodes"))
+        lines = [f"  {name:<16}{value}" for name, value in rows]
+        return "\n".join([result.describe(), *lines])
 
 
 def _finite(value: float) -> float | None:
