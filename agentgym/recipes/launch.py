@@ -20,8 +20,9 @@ the workers on every host over ssh (see docs/distributed.md)::
 
     deepspeed --hostfile hosts --module agentgym.recipes.launch --backend deepspeed --out ...
 
-Without CUDA each worker gets ``cpu_count / nproc`` OpenMP threads (unless ``OMP_NUM_THREADS``
-is set): processes sharing a machine's cores do not oversubscribe them.
+Each worker gets ``cpu_count / nproc`` OpenMP threads (unless ``OMP_NUM_THREADS`` is set):
+processes sharing a machine's cores do not oversubscribe them (on a CPU-only machine they are
+the update's threads; torchrun's own default would be 1).
 """
 
 from __future__ import annotations

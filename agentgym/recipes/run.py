@@ -148,10 +148,6 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         options=run.options,
         **backend_options,
     )
-    if run.engine != "hf":  # one server for several ranks: not yet
-        from agentgym.trainers.sharding import check_rank_engine
-
-        check_rank_engine(trainer.backend, run.engine_url)
     if run.engine == "hf":
         engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
     else:

@@ -78,15 +78,13 @@ def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSou
         )
     from agentgym.trainers.collector import CollectorSource, shard_size
     from agentgym.trainers.colocate import colocated_engine
-    from agentgym.trainers.sharding import ShardedSource, check_rank_engine
-    from agentgym.trainers.weight_sync import in_process
+    from agentgym.trainers.sharding import ShardedSource
 
     config, backend = trainer.config, trainer.backend
     shard_size(config.groups_per_batch, backend.world_size)  # whole groups per rank, or now
     engine = trainer.engine
     if engine is None:
         engine, _ = colocated_engine(trainer, engine_device)
-    check_rank_engine(backend, None if in_process(engine) else getattr(engine, "url", "?"))
     local = CollectorSource(
         engine,
         target,

@@ -39,7 +39,7 @@ from agentgym.trainers.backends import Backend
 from agentgym.trainers.collector import episode_task, shard_size
 from agentgym.trainers.source import EpisodeSource
 
-__all__ = ["ShardedSource", "any_rank", "check_rank_engine", "reduce_metrics"]
+__all__ = ["ShardedSource", "any_rank", "reduce_metrics"]
 
 
 class ShardedSource:
@@ -85,28 +85,24 @@ class ShardedSource:
         return episodes
 
     def state_dict(self) -> dict[str, Any]:
-        # The local position is that of the whole batch (the same on every rank); the tasks
-        # seen are every rank's, so rank 0's checkpoint holds all of them.
-        return {**self.local.state_dict(), "seen_tasks": sorted(self.seen_tasks)}
+        """Every rank's local state (rank 0 alone writes the checkpoint's; a local source may
+        hold its own share of batches collected ahead) and the tasks any rank played.
+        Collective: every rank calls it, in the main thread."""
+        ranks = self.backend.all_gather_object(self.local.state_dict())
+        return {"ranks": ranks, "seen_tasks": sorted(self.seen_tasks)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.local.load_state_dict(state)
+        """This rank's local state from a ``state_dict`` of as many ranks."""
+        ranks = state["ranks"]
+        if len(ranks) != self.backend.world_size:
+            raise ConfigError(
+                "source state",
+                f"{len(ranks)} ranks",
+                f"does not match this run's {self.backend.world_size} ranks",
+                f"resume with {len(ranks)} processes",
+            )
+        self.local.load_state_dict(ranks[self.backend.rank])
         self.seen_tasks = set(state.get("seen_tasks", ()))
-
-
-def check_rank_engine(backend: Backend, server: str | None) -> None:
-    """Refuse an inference server (at URL ``server``; None: an in-process engine) shared by
-    several ranks: each rank would write the weights to the same folder, have the server load
-    them and map its version numbers on its own. Not supported yet (rank 0 alone must push)."""
-    if backend.world_size > 1 and server is not None:
-        raise ConfigError(
-            "engine",
-            f"a server ({server})",
-            f"would be updated by each of the {backend.world_size} data-parallel ranks (the "
-            "weights pushed, and the server's versions mapped, once per rank): not supported yet",
-            "train several ranks with in-process engines (--engine hf: each rank its own), or "
-            "use the server from one process",
-        )
 
 
 def reduce_metrics(metrics: Mapping[str, float], backend: Backend) -> dict[str, float]:

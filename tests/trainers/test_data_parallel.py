@@ -23,12 +23,7 @@ from agentgym import models
 from agentgym.error import ConfigError
 from agentgym.trainers.checkpoint import read_manifest
 from agentgym.trainers.collector import CollectorSource, shard_size
-from agentgym.trainers.sharding import (
-    ShardedSource,
-    any_rank,
-    check_rank_engine,
-    reduce_metrics,
-)
+from agentgym.trainers.sharding import ShardedSource, any_rank, reduce_metrics
 
 from .dp_fit import ShardSource
 from .dp_fit import run as fit_run
@@ -68,7 +63,7 @@ def test_each_rank_plays_its_share_with_the_seeds_of_one_process():
     def source(rank: int, world: int) -> CollectorSource:
         return CollectorSource(
             engine, "agentgym/FrozenLake-v0", group_size=2, seed=3, rank=rank, world_size=world,
-            max_turns=2, max_tokens=8, temperature=1.0,
+            max_turns=1, max_tokens=8, temperature=1.0,
         )  # fmt: skip
 
     whole = source(0, 1).collect(4)
@@ -98,9 +93,14 @@ def test_sharded_source_joins_the_shares_in_rank_order_and_keeps_every_task():
     got = source.collect(4)
     assert [e.token_ids for e in got] == [e.token_ids for e in whole]
     assert source.stats["rank_collect_s_max"] == 2.0
+    # every rank's own state (here FakeRanks hands back the share again), every rank's tasks
     state = source.state_dict()
-    assert state["position"] == 4
+    assert state["ranks"][0] == {"position": 4}
     assert state["seen_tasks"] == ["t0", "t1", "t2", "t3"]
+    again = ShardedSource(ShardSource(group_size=2, rank=0, world_size=2), FakeRanks([None]))
+    again.load_state_dict({"ranks": [{"position": 8}, {"position": 8}], "seen_tasks": ["t0"]})
+    assert again.local.position == 8  # type: ignore[attr-defined]
+    assert again.seen_tasks == {"t0"}
 
 
 def test_sharded_source_refuses_to_gather_outside_the_main_thread():
@@ -125,14 +125,6 @@ def test_metrics_keep_global_values_and_average_each_ranks_own():
     joined = reduce_metrics({"loss": 0.5, "step_s": 1.0}, ranks)
     assert joined == {"loss": 0.5, "step_s": 2.0, "only_there": 1.0}
     assert any_rank(False, ranks) is True
-
-
-def test_a_server_shared_by_several_ranks_is_refused_for_now():
-    ranks = FakeRanks([None])
-    check_rank_engine(ranks, None)  # in-process engines: one per rank
-    with pytest.raises(ConfigError, match=r"http://h:1.*each of the 2 data-parallel ranks"):
-        check_rank_engine(ranks, "http://h:1")
-    check_rank_engine(FakeRanks([]), "http://h:1")  # one process pushes alone
 
 
 def test_resuming_with_another_number_of_processes_says_why_and_what_to_do(tmp_path):
@@ -186,7 +178,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_a_two_node_launch_on_localhost_trains(tmp_path):
+def test_a_two_node_launch_on_localhost_trains_and_resumes_only_on_two(tmp_path):
     out, port = tmp_path / "run", _free_port()
     flags = ["--env", "agentgym/FrozenLake-v0", "--out", str(out), "--steps", "2"]
     flags += ["--batch-size", "8", "--group-size", "4", "--max-turns", "3"]
@@ -216,3 +208,11 @@ def test_a_two_node_launch_on_localhost_trains(tmp_path):
     run = json.loads((out / "run.json").read_text())["run"]
     assert run["backend"] == "deepspeed"
     assert read_manifest(out / "checkpoints" / "step-00000002")["world_size"] == 2
+    # one process cannot continue it, and says why and what to do instead
+    command = [*AGENTGYM, "train", "--out", str(out), "--resume", "--steps", "3", "--nproc", "1"]
+    done = subprocess.run(
+        command, cwd=REPO, env=WORKER_ENV, capture_output=True, text=True, timeout=280
+    )
+    assert done.returncode != 0
+    assert "was written by 2 data-parallel processes, not 1" in done.stderr, done.stderr[-3000:]
+    assert "--model" in done.stderr
