@@ -126,5 +126,5 @@ def test_the_env_class_or_the_caller_picks_processes(
 
 
 def test_an_unknown_workers_value_names_the_choices() -> None:
-    with pytest.raises(ConfigError, match="'thread' or 'process'"):
+    with pytest.raises(ConfigError, match="'thread', 'process' or 'ray'"):
         AgentVectorEnv.from_id(ENV_ID, 2, workers="ray-someday")
