@@ -176,7 +176,7 @@ class EvalRun:
         result = self.result
         rows = [
             ("episodes", f"{result.episodes} ({len(self.episodes) // self.samples} tasks x "
-             f"{self.samples} samples)"),
+             f"{self.samples} sample{'s' if self.samples > 1 else ''})"),
             *((f"pass@{k}", f"{v:.3f}") for k, v in self.pass_at(ks).items()),
             ("tokens", f"{self.tokens} sampled ({self.tokens / max(1, result.episodes):.1f} "
              "per episode)"),

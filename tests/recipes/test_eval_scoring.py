@@ -155,3 +155,47 @@ def test_eval_help_names_chat_evaluation(capsys):
     for flag in ("--engine", "--engine-url", "--samples", "--pass-k", "--output", "--api"):
         assert flag in text
     assert "chat API" in text
+
+
+def test_a_chat_only_server_is_evaluated_through_its_chat_api(monkeypatch):
+    """A server without /v1/completions (a hosted API) and no tokenizer: --api auto falls
+    back to chat; the key from the environment is sent; the episodes are played."""
+    import httpx
+
+    from agentgym.core.aio import run_sync
+    from agentgym.inference import OpenAIEngine
+    from agentgym.recipes.eval_cli import _use_chat
+    from agentgym.recipes.evaluation import evaluate_samples
+
+    seen: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path != "/v1/chat/completions":
+            return httpx.Response(404, json={"error": {"message": "not found"}})
+        body = json.loads(request.content)
+        moves = sum(m["role"] == "assistant" for m in body["messages"])
+        move = "```right```" if moves == 0 else "```down```"  # the 2x2 map's way to the goal
+        message = {"role": "assistant", "content": move}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return httpx.Response(200, json={"choices": [choice]})
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sentinel-chat")
+    spec = EngineSpec("openai", url="https://api.example.com/v1", model="hosted")
+    engine = OpenAIEngine(
+        spec.url, spec.model, spec.api_key(), transport=httpx.MockTransport(server)
+    )
+    assert run_sync(_use_chat(spec, engine)) is True
+    kwargs = {"size": 2, "hole_prob": 0.0, "tool": False}
+    run = evaluate_samples(
+        engine, "agentgym/FrozenLake-v0", tasks=3, samples=2, seed=0, max_tokens=16,
+        concurrency=4, env_kwargs=kwargs, chat=True,
+    )  # fmt: skip
+    run_sync(engine.close())
+    assert run.api == "chat"
+    assert run.result.success_rate == 1.0
+    assert run.pass_at([1, 2]) == {1: 1.0, 2: 1.0}
+    assert [(r["task"], r["sample"], r["turns"]) for r in run.records()] == [
+        (t, s, 2) for t in range(3) for s in range(2)
+    ]
+    assert all(r.headers["Authorization"] == "Bearer sk-sentinel-chat" for r in seen)
