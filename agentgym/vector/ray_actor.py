@@ -43,9 +43,11 @@ class EnvActor:
     async def make(self, slot: int) -> dict[str, Any]:
         """Make (or remake) the env of ``slot``; returns what the proxy needs to mirror it."""
         await self.drop(slot)
-        env = await asyncio.to_thread(
-            lambda: gym.make(self.spec, disable_env_checker=True, **self.kwargs).unwrapped
-        )
+
+        def make() -> Any:
+            return gym.make(self.spec, disable_env_checker=True, **self.kwargs).unwrapped
+
+        env: AgentEnv = await asyncio.to_thread(make)
         self.envs[slot] = env
         return {
             "observation_space": env.observation_space,

@@ -255,7 +255,7 @@ class RayEnv(AgentEnv):
         )
         self.observation_space = description["observation_space"]
         self.action_space = description["action_space"]
-        self.metadata = description["metadata"]
+        self.metadata = description["metadata"]  # type: ignore[misc]
 
     def _start(self) -> dict[str, Any]:
         ray = _ray()
