@@ -9,9 +9,12 @@ lands on a node that offers no CPU, such as a GPU head started with ``--num-cpus
 is an async actor: its envs' calls run concurrently on its event loop, a synchronous env's on a
 thread of its own. ``RayEnv`` is the proxy the vector env drives, one per sub-env.
 
-Ray joins the cluster at ``ray_address`` (``"auto"``, ``"ray://host:10001"``, ...), reuses a Ray
-already initialised in this process, or else starts one on this machine (``ray.init()``).
-``import ray`` happens only here, and only when this module is used.
+A Ray already initialised in this process is used as it is; otherwise
+``ray.init(address=ray_address)``: ``"auto"`` or ``"host:6379"`` joins a cluster, ``"local"``
+starts a private instance, ``None`` decides as Ray does (``RAY_ADDRESS``, then a cluster started
+with ``ray start`` on this machine, else a new local instance). ``ray`` is imported only when a
+pool is made, never by ``import agentgym``. The calls themselves go through
+``agentgym.vector.ray_actor`` (the actor, and the batching of calls to it).
 
 Isolation, as ``ProcessEnv``: an actor that dies gives every call in flight on it an
 ``InfraError`` (the vector env turns it into that env's ``infra_error``); the next reset of each
