@@ -171,7 +171,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
 
         shard_size(run.config.groups_per_batch, trainer.backend.world_size)
         source.rank, source.world_size = trainer.backend.rank, trainer.backend.world_size
-        source = ShardedSource(source, trainer.backend)
+        return trainer, ShardedSource(source, trainer.backend)
     return trainer, source
 
 
