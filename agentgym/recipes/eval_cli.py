@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, InfraError
 from agentgym.recipes.cli import _kwargs, _trained_env_kwargs, _trained_run
 from agentgym.recipes.config import DEFAULT_ENV, history_window
 
@@ -172,6 +172,9 @@ def run_eval(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"agentgym eval: error: {error}", file=sys.stderr)
         return 2
+    except InfraError as error:  # the server is down, or failed a request
+        print(f"agentgym eval: error: {error}", file=sys.stderr)
+        return 1
     if args.output:
         write_jsonl(run.records(), args.output)
     settings = {"history_turns": history, "action_choices": choices, "env_kwargs": env_kwargs}

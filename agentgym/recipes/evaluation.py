@@ -318,7 +318,13 @@ def _chat_episodes(
 
 
 async def _gather(workers: list[Any]) -> None:
-    await asyncio.gather(*workers)
+    """Run ``workers`` together; the first failure cancels the others and is raised."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for worker in workers:
+                group.create_task(worker)
+    except BaseExceptionGroup as errors:
+        raise errors.exceptions[0] from None
 
 
 async def _chat_episode(

@@ -199,3 +199,15 @@ def test_a_chat_only_server_is_evaluated_through_its_chat_api(monkeypatch):
         (t, s, 2) for t in range(3) for s in range(2)
     ]
     assert all(r.headers["Authorization"] == "Bearer sk-sentinel-chat" for r in seen)
+
+
+@pytest.mark.parametrize("api", ["auto", "chat"])
+def test_a_server_that_is_down_is_an_error_naming_its_url(api, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens
+    flags = ["--engine", "openai", "--engine-url", url, "--model", "m", "--api", api]
+    assert main(["eval", "--episodes", "2", "--tokenizer", "agentgym-tiny", *flags]) == 1
+    assert url in capsys.readouterr().err
