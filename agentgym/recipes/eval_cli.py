@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from agentgym.core.errors import ConfigError, InfraError
+from agentgym.core.errors import ConfigError, InfraError, RegistryError
 from agentgym.recipes.cli import _kwargs, _trained_env_kwargs, _trained_run
 from agentgym.recipes.config import DEFAULT_ENV, history_window
 
@@ -99,7 +99,6 @@ def _counts(args: argparse.Namespace) -> tuple[int, int, list[int]]:
         ks = sorted({int(k) for k in args.pass_k.split(",")}) if args.pass_k else [1, samples]
     except ValueError:
         raise ConfigError("--pass-k", args.pass_k, "is not a list of ints", "use 1,5") from None
-    ks = sorted(set(ks))
     if not all(1 <= k <= samples for k in ks):
         raise ConfigError(
             "--pass-k", args.pass_k, f"needs 1 <= k <= -n ({samples})", f"raise -n to {max(ks)}"
@@ -156,7 +155,7 @@ def run_eval(args: argparse.Namespace) -> int:
         spec = engine_spec(args)
         tasks, samples, ks = _counts(args)
         history, choices, env_kwargs = _policy_settings(args, spec.served)
-        max_tokens = args.max_tokens or turn_tokens(args.env)
+        max_tokens = turn_tokens(args.env) if args.max_tokens is None else args.max_tokens
         engine = make_engine(spec, seed=args.seed)
         try:
             chat = run_sync(_use_chat(spec, engine))
@@ -169,7 +168,7 @@ def run_eval(args: argparse.Namespace) -> int:
             )  # fmt: skip
         finally:
             run_sync(engine.close())
-    except ConfigError as error:
+    except (ConfigError, RegistryError) as error:
         print(f"agentgym eval: error: {error}", file=sys.stderr)
         return 2
     except InfraError as error:  # the server is down, or failed a request

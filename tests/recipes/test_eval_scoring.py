@@ -142,6 +142,8 @@ def test_api_key_comes_from_the_environment_and_stays_out_of_the_spec(monkeypatc
         (["--samples", "0"], "--samples"),
         (["--engine", "openai"], "engine_url/model"),
         (["--engine-url", "http://127.0.0.1:1"], "engine_url"),
+        (["--env", "agentgym/FrozenLke-v0"], "FrozenLake-v0"),  # did you mean
+        (["--max-tokens", "0"], "max_tokens"),
     ],
 )
 def test_eval_flags_refused_before_anything_runs(flags, says, capsys):
