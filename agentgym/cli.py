@@ -327,13 +327,13 @@ def _run_mcp(args: argparse.Namespace) -> int:
 
 
 def _add_serve_env_arguments(parser: argparse.ArgumentParser) -> None:
-    from agentgym.vector.serve_env import add_serve_env_arguments
+    from agentgym.vector.serve_env_cli import add_serve_env_arguments
 
     add_serve_env_arguments(parser)
 
 
 def _run_serve_env(args: argparse.Namespace) -> int:
-    from agentgym.vector.serve_env import run_serve_env
+    from agentgym.vector.serve_env_cli import run_serve_env
 
     return run_serve_env(args)
 

@@ -1,5 +1,7 @@
 """``agentgym serve-env``: any registered env served over OpenEnv's protocol.
 
+The command itself (arguments, uvicorn) is ``agentgym.vector.serve_env_cli``.
+
 Built on openenv-core's own server (``HTTPEnvServer``), not a copy of its protocol: the routes,
 message shapes, per-connection sessions, capacity refusal and idle reaping are OpenEnv's code,
 so an ``openenv-core`` client (``GenericEnvClient``, TRL's OpenEnv integration) works unchanged
@@ -21,12 +23,9 @@ request, which suits no multi-turn env: use the WebSocket.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
-import json
-import socket
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -50,7 +49,7 @@ from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TOOLS, TRUNCATION_REASON
-from agentgym.envs.remote.protocol import READY_PREFIX, STATUS_PATH, jsonable
+from agentgym.envs.remote.protocol import STATUS_PATH, jsonable
 from agentgym.registry import env_info, resolve_id
 
 __all__ = [
@@ -58,13 +57,9 @@ __all__ = [
     "AgentObservation",
     "ServeOptions",
     "ServedEnv",
-    "add_serve_env_arguments",
     "build_app",
     "close_sessions",
     "make_env",
-    "parse_env_kwargs",
-    "run_serve_env",
-    "serve",
 ]
 
 CLOSE_TIMEOUT = 60.0
@@ -206,7 +201,7 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         try:
             async with deadline(self.options.step_timeout, f"{self.options.env_id} step"):
                 observation, reward, terminated, truncated, info = await self.env.astep(
-                    action.message
+                    action.message  # type: ignore[arg-type]  # the env answers a bad message
                 )
         except InfraError as e:
             return self._failed(e, reset=False)
@@ -221,7 +216,10 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         """An ``infra_error`` answer, as ``AgentVectorEnv`` gives one; the next reset rebuilds."""
         self._broken = True
         info: dict[str, Any] = {INFRA_ERROR: True, ERROR: f"{type(error).__name__}: {error}"}
-        info.update({TOOLS: []} if reset else {TRUNCATION_REASON: "infra_error"})
+        if reset:
+            info[TOOLS] = []
+        else:
+            info[TRUNCATION_REASON] = "infra_error"
         return _observation((), 0.0, False, True, info)
 
     async def _rebuild(self) -> None:
@@ -326,105 +324,3 @@ async def close_sessions(server: HTTPEnvServer) -> None:
     for session_id in list(server._sessions):  # OpenEnv keeps no public list of them
         with contextlib.suppress(Exception):
             await server._destroy_session(session_id)
-
-
-# --- the command ------------------------------------------------------------------------------
-
-
-def parse_env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    """``["size=4", "name=x"]`` -> ``{"size": 4, "name": "x"}``: each value is JSON when it
-    parses as JSON, else the text itself."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError("--env-kwargs", pair, "is not key=value", "--env-kwargs size=4")
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return kwargs
-
-
-def _seconds_or_none(text: str) -> float | None:
-    return None if text.lower() in ("none", "0") else float(text)
-
-
-def add_serve_env_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("env_id", help="the registered env to serve, e.g. agentgym/Math-v0")
-    parser.add_argument("--num-envs", type=int, default=1, help="most concurrent sessions")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed)")
-    parser.add_argument(
-        "--env-kwargs", nargs="*", default=[], metavar="KEY=VALUE",
-        help="constructor arguments of the env (values parsed as JSON when they are)",
-    )  # fmt: skip
-    for name, default, what in (
-        ("reset-timeout", 120.0, "seconds one reset may take"),
-        ("step-timeout", 300.0, "seconds one step may take"),
-        ("idle-timeout", 900.0, "seconds a session may go without a call before it is closed"),
-    ):
-        parser.add_argument(
-            f"--{name}", type=_seconds_or_none, default=default, metavar="SECONDS",
-            help=f"{what} (none: no limit; default {default:g})",
-        )  # fmt: skip
-    parser.add_argument(
-        "--workers", choices=("thread", "process"), default=None,
-        help="where each session's env runs (default: where the env class asks)",
-    )  # fmt: skip
-    parser.add_argument("--log-level", default="warning", help="uvicorn's log level")
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    return sock
-
-
-def serve(options: ServeOptions, host: str, port: int, log_level: str = "warning") -> None:
-    """Serve until SIGINT/SIGTERM; prints ``READY_PREFIX ... URL`` once listening."""
-    import uvicorn
-
-    make_env(options).close()  # a bad id, kwargs or missing extra fails here, not per session
-    app, server = build_app(options)
-    sock = _listen(host, port)
-    bound = sock.getsockname()[1]
-    where = f"[{host}]" if ":" in host else host
-
-    async def announce() -> None:
-        print(
-            f"{READY_PREFIX} {options.env_id}, at most {options.num_envs} sessions, "
-            f"WebSocket at /ws, sessions at {STATUS_PATH}: http://{where}:{bound}",
-            flush=True,
-        )
-
-    async def shutdown() -> None:
-        await close_sessions(server)
-
-    app.router.on_startup.append(announce)
-    app.router.on_shutdown.insert(0, shutdown)
-    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run(sockets=[sock])
-
-
-def run_serve_env(args: argparse.Namespace) -> int:
-    import sys
-
-    try:
-        options = ServeOptions(
-            env_id=args.env_id,
-            env_kwargs=parse_env_kwargs(args.env_kwargs),
-            num_envs=args.num_envs,
-            reset_timeout=args.reset_timeout,
-            step_timeout=args.step_timeout,
-            idle_timeout=args.idle_timeout,
-            workers=args.workers,
-        )
-        serve(options, args.host, args.port, args.log_level)
-    except Error as e:  # a bad id or argument: say it, no traceback
-        print(f"agentgym serve-env: error: {e}", file=sys.stderr)
-        return 2
-    return 0

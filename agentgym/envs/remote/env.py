@@ -8,7 +8,7 @@ import contextlib
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
 from agentgym.core.aio import deadline
@@ -88,7 +88,7 @@ def _unpack(payload: dict[str, Any]) -> StepResult:
     reward = float(payload.get("reward") or 0.0)
     done = bool(payload.get("done"))
     if isinstance(obs.get("messages"), list) and isinstance(obs.get("info"), dict):
-        messages: Observation = tuple(dict(m) for m in obs["messages"])
+        messages = cast(Observation, tuple(dict(m) for m in obs["messages"]))
         terminated = bool(obs.get("terminated", done))
         return messages, reward, terminated, bool(obs.get("truncated", False)), dict(obs["info"])
     # Another OpenEnv server: its observation as one user message, the raw one in info.
@@ -172,7 +172,7 @@ class RemoteEnv(AgentEnv):
         v0: first version.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}  # type: ignore[misc]
 
     def __init__(
         self,
@@ -198,6 +198,7 @@ class RemoteEnv(AgentEnv):
         self.reset_timeout = seconds("reset_timeout", reset_timeout)
         self.step_timeout = seconds("step_timeout", step_timeout)
         self.max_message_bytes = int(seconds("max_message_mb", max_message_mb) * 2**20)
+        self.env_id: str | None
         if url is None:
             self.env_id = env_id or DEFAULT_ENV_ID
             self.url = _local_server(self.env_id, dict(env_kwargs or {})).url
