@@ -6,9 +6,10 @@ Run by ``test_data_parallel.py`` (and by hand) as::
 
 For GRPO and PPO (``ds_step.CONFIGS``, micro-batched) every rank builds the DeepSpeed trainer
 (ZeRO 0) and runs ``fit`` on a ``ShardedSource`` over ``ShardSource``: 2 updates with a
-checkpoint after each, then a trainer from other initial weights resumes the run to 3 updates.
-Rank 0 writes ``<out>/<algo>/metrics.jsonl`` (the run's) and ``<out>/<algo>/final.pt`` (the
-policy's weights after the resumed third update); the test compares them with one process
+checkpoint after each, then a trainer from other initial weights resumes the run to 3 updates;
+and a run of 3 updates without a stop. Rank 0 writes ``<out>/<algo>/metrics.jsonl`` (the resumed
+run's), ``<out>/<algo>/final.pt`` and ``straight.pt`` (the policy's weights after the resumed
+and the straight third update); the test compares them with each other and with one process
 training on the whole batches.
 """
 
@@ -83,9 +84,12 @@ def main(argv: list[str]) -> int:
         out = args.out / algo
         run(algo, out, steps=2)
         resumed = run(algo, out, seed=1, steps=3)  # other initial weights: all from the checkpoint
-        weights = resumed.policy_state_dict()
-        if resumed.backend.rank == 0:
-            torch.save({k: v.float().cpu().clone() for k, v in weights.items()}, out / "final.pt")
+        straight = run(algo, args.out / f"{algo}-straight", steps=3)
+        for trainer, name in ((resumed, "final.pt"), (straight, "straight.pt")):
+            weights = trainer.policy_state_dict()
+            if trainer.backend.rank == 0:
+                kept = {k: v.float().cpu().clone() for k, v in weights.items()}
+                torch.save(kept, out / name)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     sys.stdout.flush()

@@ -167,6 +167,14 @@ def test_two_ranks_collecting_halves_train_as_one_process(two_ranks, algo, tmp_p
     weights = torch.load(two_ranks / algo / "final.pt", weights_only=True)
     for name, tensor in one.policy_state_dict().items():
         torch.testing.assert_close(weights[name], tensor, atol=1e-5, rtol=0)
+    # the resumed run is the straight one, bit for bit
+    straight = torch.load(two_ranks / algo / "straight.pt", weights_only=True)
+    assert all(torch.equal(weights[name], tensor) for name, tensor in straight.items())
+    timings = NOT_COMPARED | {"rank_collect_s", "rank_collect_s_max", "gather_s"}
+    resumed_last = {k: v for k, v in got[-1].items() if k not in timings}
+    straight_rows = (two_ranks / f"{algo}-straight" / "metrics.jsonl").open()
+    straight_last = [json.loads(line) for line in straight_rows][-1]
+    assert resumed_last == {k: v for k, v in straight_last.items() if k in resumed_last}
     manifest = read_manifest(two_ranks / algo / "checkpoints" / "step-00000003")
     assert manifest["world_size"] == 2
 
