@@ -34,7 +34,7 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -45,7 +45,8 @@ from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from agentgym.trainers.trainer import Trainer
+    from agentgym.trainers.backends import Backend
+
 
 __all__ = [
     "InferenceServerError",
@@ -106,6 +107,21 @@ def check_trainable_engine(engine: Any) -> None:
         )
 
 
+class PushingTrainer(Protocol):
+    """What a ``ServerPolicy`` uses of its ``Trainer`` (a protocol: ``Trainer.step`` imports
+    this module)."""
+
+    step_count: int
+    backend: Backend
+    tokenizer: Any
+
+    def attach_engine(self, engine: InferenceEngine | None) -> None: ...
+
+    def push_weights(self) -> None: ...
+
+    def _export_policy(self, directory: Path, weights: dict[str, Tensor]) -> None: ...
+
+
 class ServerPolicy:
     """``engine`` (a server) as the trainer's engine: weights go by disk, completions carry
     the trainer's policy version. See the module docstring; build it with ``attach_server``.
@@ -120,7 +136,7 @@ class ServerPolicy:
     def __init__(
         self,
         engine: InferenceEngine,
-        trainer: Trainer,
+        trainer: PushingTrainer,
         weights_dir: str | os.PathLike[str],
         *,
         keep: int = 2,
@@ -240,7 +256,7 @@ def check_versions(engine: Any, episodes: Iterable[Episode]) -> None:
 
 
 def attach_server(
-    trainer: Trainer,
+    trainer: PushingTrainer,
     engine: InferenceEngine,
     weights_dir: str | os.PathLike[str],
     *,
