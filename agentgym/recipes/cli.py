@@ -254,7 +254,7 @@ def run_train(args: argparse.Namespace) -> int:
     from agentgym.recipes.run import train_run
 
     if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
-        return launch_train(args)
+        return launch_train(args, run_from_args)
     from agentgym.trainers.weight_sync import InferenceServerError
 
     try:

@@ -8,17 +8,17 @@
 
 The launcher resolves the run as ``agentgym train`` would (recipe, run file, flags), with the
 deepspeed backend, writes it to a run file and starts ``torch.distributed.run`` (torchrun) on it:
-``--nproc`` worker processes on this node, each running ``python -m agentgym.recipes.launch``
-(``worker_main``). Each worker trains beside the others; each plays its share of every batch
+``--nproc`` worker processes on this node, each running ``python -m agentgym.recipes.worker``.
+Each worker trains beside the others; each plays its share of every batch
 (``agentgym.trainers.sharding``). Rank 0 owns the run folder, the progress display and the
 evaluations; the other ranks print nothing of their own. ``--out`` must be a folder every node
 sees (a shared file system): rank 0 writes the metrics and every rank its part of each
 checkpoint.
 
-The worker module also runs under DeepSpeed's own launcher, which reads a hostfile and starts
-the workers on every host over ssh (see docs/distributed.md)::
+The worker module (``agentgym.recipes.worker``) also runs under DeepSpeed's own launcher,
+which reads a hostfile and starts the workers on every host over ssh (docs/distributed.md)::
 
-    deepspeed --hostfile hosts --module agentgym.recipes.launch --backend deepspeed --out ...
+    deepspeed --hostfile hosts --module agentgym.recipes.worker --backend deepspeed --out ...
 
 Each worker gets ``cpu_count / nproc`` OpenMP threads (unless ``OMP_NUM_THREADS`` is set):
 processes sharing a machine's cores do not oversubscribe them (on a CPU-only machine they are
@@ -33,11 +33,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agentgym.core.errors import ConfigError
 
-__all__ = ["add_launch_arguments", "launch_command", "launch_train", "worker_main"]
+__all__ = ["add_launch_arguments", "launch_command", "launch_train", "wants_launch"]
 
 DEFAULT_MASTER_PORT = 29500
 """torchrun's own default rendezvous port."""
@@ -102,7 +104,7 @@ def launch_command(args: argparse.Namespace, run_file: Path) -> list[str]:
     else:
         command += ["--nnodes", str(args.nnodes), "--node_rank", str(args.node_rank)]
         command += ["--master_addr", args.master_addr, "--master_port", str(args.master_port)]
-    return [*command, "-m", "agentgym.recipes.launch", "--config", str(run_file)]
+    return [*command, "-m", "agentgym.recipes.worker", "--config", str(run_file)]
 
 
 def _worker_env(nproc: int) -> dict[str, str]:
@@ -112,15 +114,13 @@ def _worker_env(nproc: int) -> dict[str, str]:
     return env
 
 
-def launch_train(args: argparse.Namespace) -> int:
-    """Resolve the run of ``args`` (deepspeed backend), then run this node's workers on it;
-    returns torchrun's exit status."""
-    from agentgym.recipes.cli import run_from_args
-
+def launch_train(args: argparse.Namespace, resolve: Callable[[argparse.Namespace], Any]) -> int:
+    """Resolve the run of ``args`` with ``resolve`` (``agentgym.recipes.cli.run_from_args``;
+    deepspeed backend), then run this node's workers on it; returns torchrun's exit status."""
     try:
         nproc = _check(args)
         args.backend = "deepspeed"
-        run = run_from_args(args)
+        run = resolve(args)
     except ConfigError as error:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
@@ -132,37 +132,3 @@ def launch_train(args: argparse.Namespace) -> int:
             return subprocess.run(command, env=_worker_env(nproc), check=False).returncode
         except KeyboardInterrupt:  # the workers got the Ctrl-C too and stop after their update
             return 130
-
-
-def worker_main(argv: list[str]) -> int:
-    """One worker: ``agentgym train``'s flags (a launcher's ``--local_rank`` is ignored); rank
-    0 prints the summary."""
-    from agentgym.recipes.cli import add_train_arguments, run_from_args
-    from agentgym.recipes.run import train_run
-
-    parser = argparse.ArgumentParser(prog="python -m agentgym.recipes.launch")
-    add_train_arguments(parser)
-    parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    try:
-        run = run_from_args(args)
-        if run.backend != "deepspeed":
-            raise ConfigError(
-                "backend", run.backend, "is not deepspeed", "pass --backend deepspeed"
-            )
-        summary = train_run(run)
-    except ConfigError as error:
-        print(f"agentgym train: error: {error}", file=sys.stderr)
-        return 2
-    if summary:
-        print(json.dumps(summary, indent=2), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    code = worker_main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Interpreter teardown with gloo's threads still around aborts now and then ("terminate
-    # called without an active exception"); everything is written, so leave at once.
-    os._exit(code)
