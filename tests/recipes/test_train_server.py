@@ -87,12 +87,15 @@ class PushProbe:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.records: list[dict[str, Any]] = []
+        self.push_s: list[float] = []
         self.kill_after: tuple[int, Server] | None = None
         push = ServerPolicy.update_weights
         probe = self
 
         async def update_weights(policy: ServerPolicy, weights: Any) -> None:
+            started = time.perf_counter()
             await push(policy, weights)
+            probe.push_s.append(time.perf_counter() - started)
             await probe.check(policy)
 
         monkeypatch.setattr(ServerPolicy, "update_weights", update_weights)
@@ -187,6 +190,10 @@ def test_train_against_a_server_process_syncs_weights_and_resumes_after_it_dies(
     for record in probe.records:
         assert record["served_version"] == record["version"]
         assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
+    pairs = [p for r in probe.records for p in zip(r["server"], r["trainer"], strict=True)]
+    gap = max(abs(a - b) for a, b in pairs)
+    print(f"server vs trainer logprobs: max |diff| {gap:.2e}; push (write + load) s: "
+          + ", ".join(f"{s:.2f}" for s in probe.push_s))
     by_version = {r["version"]: r["trainer"] for r in probe.records}
     assert by_version[1] != pytest.approx(by_version[0], abs=1e-4)  # the updates moved it
     lines = (out / "metrics.jsonl").read_text().splitlines()
