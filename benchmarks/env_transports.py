@@ -2,8 +2,8 @@
 
 Transports: ``in-process`` (the default), ``ray-1`` and ``ray-2`` (``workers="ray"`` on a
 ``ray.cluster_utils.Cluster`` simulation of 1 and 2 nodes, each node declaring ``--node-cpus``
-CPUs on this one machine), and ``env-server`` (``agentgym serve-env`` + ``agentgym/Remote-v0``,
-measured when that id is registered; see ``remote_transport``). Workloads:
+CPUs on this one machine), and ``env-server`` (``agentgym serve-env <id>`` in a child process,
+driven through ``agentgym/Remote-v0`` with ``session="env"``: one WebSocket per env). Workloads:
 
 - ``io``: ``agentgym/BenchSleep-v0``, an env whose step awaits ``--io-delay`` seconds (50 ms:
   a stand-in for a sandbox, a tool server or a judge) and does nothing else;
@@ -115,14 +115,28 @@ def ray_cluster(nodes: int, node_cpus: int) -> Iterator[None]:
         cluster.shutdown()
 
 
-def remote_transport() -> Callable[[str, int, dict[str, Any]], Any] | None:
-    """The env-server row's vector env maker, or None while ``agentgym/Remote-v0`` is not
-    registered. To add it: start ``agentgym serve-env <id>`` (with this folder on its
-    ``PYTHONPATH`` for BenchSleep-v0) and return a maker of ``gym.make_vec("agentgym/Remote-v0",
-    envs, vectorization_mode="vector_entry_point", url=..., env_id=<id>)``."""
-    if "agentgym/Remote-v0" not in gym.registry:
-        return None
-    return None  # the server's command line and URL are wired in once it lands
+@contextmanager
+def env_server(env_id: str, num_envs: int, kwargs: dict[str, Any]) -> Iterator[str]:
+    """``agentgym serve-env env_id`` in a child process (with BenchSleep-v0 registered there
+    too); yields its URL."""
+    import subprocess
+
+    from agentgym.envs.remote.launch import LocalServer, _wait_ready
+
+    here = str(Path(__file__).resolve().parent)
+    argv = ["serve-env", env_id, "--port", "0", "--num-envs", str(num_envs)]
+    argv += ["--env-kwargs", *(f"{k}={json.dumps(v)}" for k, v in kwargs.items())]
+    code = (
+        f"import sys; sys.path.insert(0, {here!r}); import agentgym; "
+        f"agentgym.register({SLEEP_ID!r}, 'env_transports:SleepEnv', family='Bench'); "
+        f"from agentgym.cli import main; sys.exit(main({argv!r}))"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server = LocalServer(process, _wait_ready(process, 120.0))
+    try:
+        yield server.url
+    finally:
+        server.close()
 
 
 def _workloads(args: argparse.Namespace) -> list[tuple[str, str, Any, dict[str, Any]]]:
@@ -148,34 +162,54 @@ def _run_transport(transport: str, args: argparse.Namespace, rows: list[Row]) ->
         options: dict[str, Any] = {"workers": "ray", "envs_per_actor": args.envs_per_actor}
         if workload == "code":
             options["ray_resources"] = {"num_cpus": 0}
-        steps = args.steps if workload == "io" else args.code_steps
-        repeats = args.repeats if workload == "io" else 1
         for envs in args.envs:
             local = _maker(env_id, envs, kwargs)
-            remote = _maker(env_id, envs, {**kwargs, **options})
-            pairs = [
-                (_measure(local, action, envs, steps), _measure(remote, action, envs, steps))
-                for _ in range(repeats)
-            ]
-            base, seconds = min(p[0] for p in pairs), min(p[1] for p in pairs)
-            row = Row(
-                workload,
-                envs,
-                transport,
-                envs * steps / seconds,
-                envs * steps / base,
-                base / seconds,
-                (seconds - base) / (steps * envs) * 1000,
-            )
-            rows.append(row)
-            print(f"{workload:5s} {envs:4d} envs  {transport:6s} {row.steps_per_s:8.1f} steps/s, "
-                  f"in-process {row.in_process_steps_per_s:8.1f}", flush=True)  # fmt: skip
+            if transport == "env-server":
+                with env_server(env_id, envs, kwargs) as url:
+                    remote_kwargs = {"url": url, "session": "env"}
+                    remote = _maker("agentgym/Remote-v0", envs, remote_kwargs)
+                    _measure_pair(transport, workload, envs, local, remote, action, args, rows)
+            else:
+                remote = _maker(env_id, envs, {**kwargs, **options})
+                _measure_pair(transport, workload, envs, local, remote, action, args, rows)
+
+
+def _measure_pair(
+    transport: str,
+    workload: str,
+    envs: int,
+    local: Callable[[], Any],
+    remote: Callable[[], Any],
+    action: Any,
+    args: argparse.Namespace,
+    rows: list[Row],
+) -> None:
+    steps = args.steps if workload == "io" else args.code_steps
+    repeats = args.repeats if workload == "io" else 1
+    pairs = [
+        (_measure(local, action, envs, steps), _measure(remote, action, envs, steps))
+        for _ in range(repeats)
+    ]
+    base, seconds = min(p[0] for p in pairs), min(p[1] for p in pairs)
+    row = Row(
+        workload,
+        envs,
+        transport,
+        envs * steps / seconds,
+        envs * steps / base,
+        base / seconds,
+        (seconds - base) / (steps * envs) * 1000,
+    )
+    rows.append(row)
+    print(f"{workload:5s} {envs:4d} envs  {transport:10s} {row.steps_per_s:8.1f} steps/s, "
+          f"in-process {row.in_process_steps_per_s:8.1f}", flush=True)  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--workloads", nargs="+", default=["io", "code"])
+    parser.add_argument("--transports", nargs="+", default=["ray-1", "ray-2", "env-server"])
     parser.add_argument("--steps", type=int, default=20, help="lockstep batches (io)")
     parser.add_argument("--repeats", type=int, default=3, help="alternations per io size")
     parser.add_argument("--code-steps", type=int, default=3, help="lockstep batches (code)")
@@ -188,14 +222,16 @@ def main() -> None:
 
     rows: list[Row] = []
     for nodes in (1, 2):
+        if f"ray-{nodes}" not in args.transports:
+            continue
         with ray_cluster(nodes, args.node_cpus):
             _run_transport(f"ray-{nodes}", args, rows)
-    if remote_transport() is None:
-        print("env-server: agentgym/Remote-v0 is not registered; row skipped")
-    print(f"\n{'workload':8s} {'envs':>5s} {'transport':9s} {'steps/s':>9s} {'in-process':>10s} "
+    if "env-server" in args.transports:
+        _run_transport("env-server", args, rows)
+    print(f"\n{'workload':8s} {'envs':>5s} {'transport':10s} {'steps/s':>9s} {'in-process':>10s} "
           f"{'ratio':>6s} {'overhead ms/step':>16s}")  # fmt: skip
     for r in rows:
-        print(f"{r.workload:8s} {r.envs:5d} {r.transport:9s} {r.steps_per_s:9.1f} "
+        print(f"{r.workload:8s} {r.envs:5d} {r.transport:10s} {r.steps_per_s:9.1f} "
               f"{r.in_process_steps_per_s:10.1f} {r.vs_in_process:6.2f} "
               f"{r.overhead_ms_per_step:16.3f}")  # fmt: skip
     if args.out is not None:
