@@ -274,6 +274,54 @@ def test_grpo_trainer_trains_on_frozenlake_episodes(
 
 
 @pytest.mark.slow
+def test_grpo_trainer_plays_an_env_served_by_serve_env(
+    trl: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agentgym/Remote-v0 through the integration: the env runs in `agentgym serve-env`."""
+    try:
+        from agentgym.envs.remote import start_server
+    except ImportError as e:
+        if missing_requirements("dev"):
+            pytest.skip(f"Remote-v0 needs the openenv extra: {e}")
+        raise
+    from agentgym import models
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tokenizer = models.load()
+    server = start_server("agentgym/FrozenLake-v0", num_envs=4, env_kwargs={"tool": False})
+    rollout = AgentGymRollout(max_turns=2, env_kwargs={"url": server.url})
+    try:
+        config = trl.GRPOConfig(
+            output_dir=str(tmp_path),
+            use_cpu=True,
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=8,
+            max_steps=1,
+            beta=0.0,
+            report_to="none",
+            save_strategy="no",
+            disable_tqdm=True,
+        )
+        trl.GRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=env_reward,
+            args=config,
+            train_dataset=task_dataset("agentgym/Remote-v0", 2),
+            rollout_func=rollout,
+        ).train()
+    finally:
+        server.close()
+    episodes = rollout.last_episodes
+    assert [e.seed for e in episodes] == [0, 0, 1, 1]
+    assert all(e.env_id == "agentgym/Remote-v0" and e.turns and e.trainable for e in episodes)
+    # The served FrozenLake answered the first move with what happened and the board.
+    answers = [e.turns[0].observation[-1]["content"] for e in episodes]
+    assert all(a.startswith(("You moved", "You tried")) for a in answers), answers
+
+
+@pytest.mark.slow
 def test_example_script_trains(trl: Any, tmp_path: Path) -> None:
     """examples/trl_grpo.py as a user runs it (~30 s on one core: mostly imports)."""
     done = subprocess.run(
