@@ -10,6 +10,8 @@ That is safe because ``fit`` never overlaps the two: it collects a batch (every 
 finished), then updates, then pushes the weights (which waits for the engine to be idle). The
 engine runs its steps in ``eval()`` mode and ``torch.inference_mode`` and restores the module's
 mode after each step, so a trainer that switches the policy to ``train()`` is unaffected.
+Asynchronous training (``max_staleness`` >= 1) does overlap them: its background collection
+samples from ``engine_copy``, an engine on a copy of the policy (``agentgym.trainers.pipeline``).
 
 The engine gets a copy of the policy instead when sharing cannot work:
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from agentgym.inference import HFEngine
     from agentgym.trainers.trainer import Trainer
 
-__all__ = ["colocated_engine", "resolve_engine_device", "shares_weights"]
+__all__ = ["colocated_engine", "engine_copy", "resolve_engine_device", "shares_weights"]
 
 
 def resolve_engine_device(device: str, trainer_device: torch.device) -> torch.device:
@@ -117,3 +119,14 @@ def colocated_engine(
         policy.train()  # the trainer's mode stays its own; the engine switches per step
     trainer.attach_engine(engine)
     return engine, shared
+
+
+def engine_copy(trainer: Trainer, device: str = "auto", **engine_options: Any) -> HFEngine:
+    """An ``HFEngine`` on a copy of ``trainer``'s policy on ``device``, not attached: for a
+    collector that runs while the optimizer changes the policy (asynchronous training,
+    ``agentgym.trainers.pipeline``), whose owner pushes the weights. Collective under ZeRO-3."""
+    from agentgym.inference import HFEngine
+
+    target = resolve_engine_device(device, trainer.backend.device)
+    engine_options.setdefault("seed", trainer.config.seed)
+    return HFEngine(_engine_copy(trainer, target), trainer.tokenizer, **engine_options)

@@ -74,6 +74,11 @@ class TrainerConfig(Config):
     """Most tokens the policy may sample in one assistant turn."""
     seed: int = 0
     """Seed of the policy's initialisation, the sampling and the data order."""
+    max_staleness: int = 0
+    """Asynchronous training: the next batches are collected while the update runs, by a policy
+    at most this many updates older than the one trained (older samples are dropped); 0: collect,
+    then update (synchronous). With k >= 1 the trainer weights tokens by truncated importance
+    sampling (tis_cap 2 unless set, or old_logprobs='engine')."""
 
     _bounds: ClassVar[dict[str, str]] = {
         "learning_rate": "> 0",
@@ -83,6 +88,7 @@ class TrainerConfig(Config):
         "temperature": "> 0",
         "max_new_tokens": ">= 1",
         "seed": ">= 0",
+        "max_staleness": ">= 0",
     }
 
     def __post_init__(self) -> None:

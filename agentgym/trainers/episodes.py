@@ -16,7 +16,7 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
 from agentgym.trainers.algorithms import overlong_penalty
 
-__all__ = ["Admitted", "Sample", "admit", "episode_metrics", "shape_rewards"]
+__all__ = ["Admitted", "Sample", "admit", "episode_metrics", "oldest_version", "shape_rewards"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,23 @@ class Admitted(NamedTuple):
     groups: list[list[Episode]]  # complete groups of trainable episodes
     dropped_episodes: int  # infra errors and untrainable episodes
     dropped_groups: int  # groups left out because one of their episodes was dropped
+    stale_groups: int = 0  # groups left out because one episode was older than min_version
+
+
+def oldest_version(episode: Episode) -> int | None:
+    """The policy version of the episode's oldest turn; None when a turn's is unknown (or the
+    episode records none)."""
+    versions = episode.weight_versions
+    if not versions or any(v is None for v in versions):
+        return None
+    return min(v for v in versions if v is not None)
+
+
+def _stale(episode: Episode, min_version: int | None) -> bool:
+    if min_version is None:
+        return False
+    oldest = oldest_version(episode)
+    return oldest is None or oldest < min_version
 
 
 def _check_episode(i: int, episode: Episode) -> None:
@@ -47,9 +64,13 @@ def _check_episode(i: int, episode: Episode) -> None:
         )
 
 
-def admit(episodes: Sequence[Episode], group_size: int) -> Admitted:
+def admit(
+    episodes: Sequence[Episode], group_size: int, min_version: int | None = None
+) -> Admitted:
     """Split ``episodes`` (groups contiguous) into groups and drop every group holding an
-    episode with ``infra_error`` or ``trainable=False``: a group's baseline needs all of it."""
+    episode with ``infra_error`` or ``trainable=False``: a group's baseline needs all of it.
+    With ``min_version`` (asynchronous training) a group is also dropped, as stale, when one of
+    its episodes has a turn sampled by an older policy version or one it does not know."""
     if len(episodes) % group_size:
         raise ConfigError(
             "len(episodes)",
@@ -57,7 +78,7 @@ def admit(episodes: Sequence[Episode], group_size: int) -> Admitted:
             f"must be a multiple of group_size={group_size}",
             "pass whole groups, each group's episodes next to each other",
         )
-    kept, dropped_episodes, dropped_groups = [], 0, 0
+    kept, dropped_episodes, dropped_groups, stale_groups = [], 0, 0, 0
     for start in range(0, len(episodes), group_size):
         group = list(episodes[start : start + group_size])
         bad = sum(1 for e in group if e.infra_error or not e.trainable)
@@ -65,10 +86,13 @@ def admit(episodes: Sequence[Episode], group_size: int) -> Admitted:
             dropped_episodes += bad
             dropped_groups += 1
             continue
+        if any(_stale(e, min_version) for e in group):
+            stale_groups += 1
+            continue
         for offset, episode in enumerate(group):
             _check_episode(start + offset, episode)
         kept.append(group)
-    return Admitted(kept, dropped_episodes, dropped_groups)
+    return Admitted(kept, dropped_episodes, dropped_groups, stale_groups)
 
 
 def _turn_lengths(episode: Episode) -> list[int]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.checkpoint import MANIFEST, find_latest
+from agentgym.trainers.pipeline import close_pipeline, pipelined
 from agentgym.trainers.source import EpisodeSource
 
 if TYPE_CHECKING:
@@ -217,26 +218,29 @@ def fit(
     _attach(trainer, engine, source, folder, weights_dir is None)
     from agentgym.trainers.sharding import any_rank, reduce_metrics
 
-    episodes = _source_for(trainer, source, engine_device)
+    episodes = pipelined(_source_for(trainer, source, engine_device), trainer)
     run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints)
     if run is not None:
         run.start(episodes, resume)
     history = []
-    while trainer.step_count < steps:
-        batch = episodes.collect(trainer.config.groups_per_batch)
-        metrics = reduce_metrics(trainer.step(batch), trainer.backend)
-        metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
-        if not metrics["update"]:
-            continue  # dynamic sampling wants more groups
-        history.append(metrics)
-        if on_metrics is not None:
-            on_metrics(metrics)
-        stop = should_stop is not None and any_rank(should_stop(), trainer.backend)
-        if run is not None:
-            run.record(metrics)
-            due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
-            if due or stop:
-                run.checkpoint(episodes)
-        if stop:
-            break
+    try:
+        while trainer.step_count < steps:
+            batch = episodes.collect(trainer.config.groups_per_batch)
+            metrics = reduce_metrics(trainer.step(batch), trainer.backend)
+            metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
+            if not metrics["update"]:
+                continue  # dynamic sampling wants more groups
+            history.append(metrics)
+            if on_metrics is not None:
+                on_metrics(metrics)
+            stop = should_stop is not None and any_rank(should_stop(), trainer.backend)
+            if run is not None:
+                run.record(metrics)
+                due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
+                if due or stop:
+                    run.checkpoint(episodes)
+            if stop:
+                break
+    finally:
+        close_pipeline(episodes)  # max_staleness >= 1: the background collection
     return history

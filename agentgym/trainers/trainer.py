@@ -44,7 +44,11 @@ from agentgym.trainers.weight_sync import check_versions
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
 
-__all__ = ["Trainer", "make"]
+__all__ = ["ASYNC_TIS_CAP", "Trainer", "make"]
+
+ASYNC_TIS_CAP = 2.0
+"""The truncated-importance-sampling cap of asynchronous training (``max_staleness`` >= 1) when
+the config sets none."""
 
 
 class Trainer:
@@ -76,6 +80,12 @@ class Trainer:
                 " uses the engine's as π_old",
                 "set old_logprobs='recompute', or tis_cap=None",
             )
+        engine_old = self.options.old_logprobs == "engine"
+        if config.max_staleness and config.tis_cap is None and not engine_old:
+            # Samples up to k updates old: π_old (the policy now) is not the policy that sampled
+            # them; the TIS weight min(π_old / π_sampler, C) corrects for it.
+            config = dataclasses.replace(config, tis_cap=ASYNC_TIS_CAP)
+            self.config = config
         reference = copy.deepcopy(model) if config.kl_beta > 0 else None
         value = ValueModel.from_policy(model) if config.uses_critic else None
         # Ranks sharing prefixes in different micro-batches would run different numbers of
@@ -158,7 +168,8 @@ class Trainer:
         async code)."""
         start = time.perf_counter()
         check_versions(self.engine, episodes)  # a server's samples: of versions pushed here
-        admitted = admit(episodes, self.config.group_size)
+        k = self.config.max_staleness
+        admitted = admit(episodes, self.config.group_size, self.step_count - k if k else None)
         samples, penalty = shape_rewards([e for g in admitted.groups for e in g], self.config)
         n = self.config.group_size
         groups = [samples[i : i + n] for i in range(0, len(samples), n)]
@@ -166,6 +177,8 @@ class Trainer:
             "dropped_episodes": float(admitted.dropped_episodes),
             "dropped_groups": float(admitted.dropped_groups),
         }
+        if k:
+            metrics["stale_groups"] = float(admitted.stale_groups)
         if penalty is not None and len(penalty):
             metrics["overlong_penalty_mean"] = float(penalty.mean())
         if self.sampler is not None:
