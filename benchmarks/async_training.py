@@ -1,0 +1,118 @@
+"""Asynchronous training: per-update wall time and learning curve of the synchronous loop
+against ``max_staleness`` 1 and 2, on FrozenLake with the in-process engine, in one process.
+
+Each mode trains a fresh policy with the FrozenLake GRPO recipe (``agentgym train``'s settings,
+same seed) for ``--updates`` updates; the modes run one after another, ``--rounds`` times in
+turn, so that a change of load on a shared machine hits all of them. Per mode it prints the mean
+wall time per update (from the end of update ``k + 1``: the first updates of an async run wait
+for batches nobody collected ahead), updates per hour and their ratio to the synchronous loop,
+and the batch success of every update (the learning curve).
+
+    .venv/bin/python benchmarks/async_training.py --updates 20
+    .venv/bin/python benchmarks/async_training.py --updates 12 --batch-size 32 --json out.json
+
+Only the in-process engine: ``AsyncSource`` refuses server engines for now (their version tags
+are taken when the weights are pushed, which asynchronous collection does from its own thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of ``args.updates`` updates with ``max_staleness=k``: its update times and
+    batch successes."""
+    from agentgym.core.aio import run_sync
+    from agentgym.recipes.config import Layer, resolve_run
+    from agentgym.recipes.run import _build
+    from agentgym.trainers.fit import fit
+
+    config: dict[str, Any] = {"max_staleness": k}
+    if args.batch_size is not None:
+        config["batch_size"] = args.batch_size
+    with tempfile.TemporaryDirectory() as out:
+        run = resolve_run(
+            Layer(
+                "benchmark",
+                {
+                    "env": "agentgym/FrozenLake-v0",
+                    "steps": args.updates,
+                    "out": out,
+                    "eval_episodes": 0,
+                    "config": config,
+                },
+            )
+        )
+        trainer, source = _build(run, Path(out))
+        stamps: list[float] = []
+        successes: list[float] = []
+
+        def record(metrics: dict[str, float]) -> None:
+            stamps.append(time.perf_counter())
+            successes.append(float(metrics.get("success_rate", float("nan"))))
+
+        start = time.perf_counter()
+        try:
+            fit(trainer, source, steps=args.updates, on_metrics=record)
+        finally:
+            run_sync(trainer.engine.close())
+    warm = min(k + 1, len(stamps) - 2)
+    intervals = [b - a for a, b in zip(stamps[warm:], stamps[warm + 1 :], strict=False)]
+    return {
+        "max_staleness": k,
+        "wall_s": time.perf_counter() - start,
+        "update_s": statistics.fmean(intervals),
+        "success": successes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--updates", type=int, default=20, help="updates per run (default 20)")
+    parser.add_argument("--modes", default="0,1,2", help="max_staleness values (default 0,1,2)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each mode, in turn")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="episodes per update (recipe's: 64)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args()
+    if args.updates < 4:
+        parser.error("--updates must be >= 4 (the first k + 1 updates are warm-up)")
+    torch.set_num_threads(args.threads)
+    modes = [int(m) for m in args.modes.split(",")]
+    runs: dict[int, list[dict[str, Any]]] = {k: [] for k in modes}
+    for _ in range(args.rounds):
+        for k in modes:
+            result = train(k, args)
+            runs[k].append(result)
+            curve = " ".join(f"{s:.2f}" for s in result["success"])
+            print(
+                f"max_staleness={k}: {result['update_s']:.2f} s/update, wall "
+                f"{result['wall_s']:.0f} s, success per update {curve}",
+                flush=True,
+            )
+    base = statistics.fmean(r["update_s"] for r in runs[modes[0]])
+    print(f"\n{'max_staleness':>13} | {'s/update':>8} | {'updates/h':>9} | vs {modes[0]} | last 5")
+    for k in modes:
+        seconds = statistics.fmean(r["update_s"] for r in runs[k])
+        last = statistics.fmean(s for r in runs[k] for s in r["success"][-5:])
+        ratio = base / seconds
+        print(f"{k:>13} | {seconds:8.2f} | {3600 / seconds:9.0f} | {ratio:4.2f}x | {last:.2f}")
+    if args.json:
+        results = {"args": vars(args), "runs": {str(k): v for k, v in runs.items()}}
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
