@@ -31,8 +31,9 @@ back to the trainer with the newest weights. A server engine (``weight_sync.Serv
 not supported yet: its version tags are taken at push time.
 
 Checkpoints persist the batches in flight: ``state_dict`` waits for the queued collections to
-finish and saves their episodes with the wrapped source's position after them; a resumed run
-trains on exactly the batches the uninterrupted one did. A source without an engine (a test's,
+finish and saves their episodes (every rank's, gathered into rank 0's checkpoint) with the
+wrapped source's position after them; a resumed run trains on exactly the batches the
+uninterrupted one did. A source without an engine (a test's,
 a replay buffer) is collected ahead as it is, and its episodes' versions are taken as policy
 versions.
 """
@@ -115,14 +116,15 @@ class AsyncSource:
         return batch
 
     def state_dict(self) -> dict[str, Any]:
-        """The wrapped source's position after every queued batch, and those batches: waits for
-        the collections in flight to finish."""
+        """The wrapped source's position after every queued batch, and those batches (every
+        rank's: rank 0 writes the checkpoint): waits for the collections in flight to finish.
+        Collective with several ranks (main thread)."""
         while self._queue:
             self._ready.append(self._wait_oldest())
-        return {
-            "source": self.source.state_dict(),
-            "ready": [(groups, batch) for groups, batch in self._ready],
-        }
+        ready = [(groups, batch) for groups, batch in self._ready]
+        backend = self.trainer.backend
+        every = [ready] if backend.world_size == 1 else backend.all_gather_object(ready)
+        return {"source": self.source.state_dict(), "ready": every}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state_dict``'s, or from a synchronous run's source state."""
@@ -132,8 +134,17 @@ class AsyncSource:
             self.source.load_state_dict(state)
             self._ready.clear()
             return
+        backend, every = self.trainer.backend, state["ready"]
+        if len(every) != backend.world_size:
+            raise ConfigError(
+                "checkpoint",
+                f"{len(every)} rank(s) collecting ahead",
+                f"holds the batches collected ahead by another number of ranks than "
+                f"{backend.world_size}",
+                "resume with the number of processes that wrote it",
+            )
         self.source.load_state_dict(state["source"])
-        self._ready = deque((int(groups), list(batch)) for groups, batch in state["ready"])
+        self._ready = deque((int(g), list(batch)) for g, batch in every[backend.rank])
 
     def close(self) -> None:
         """Drop queued collections (after the running one), close the engine copy, and give a

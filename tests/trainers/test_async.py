@@ -225,7 +225,7 @@ def test_frozenlake_collects_on_a_copy_with_the_weights_of_the_version_it_record
         assert {v for e in batches[2] for v in e.weight_versions} == {1}
         assert [{v for e in b for v in e.weight_versions} for b in batches[:2]] == [{0}, {0}]
         # the batch queued after update 2 (collected once state_dict returns) had version 2
-        ahead = source.state_dict()["ready"][0][1]
+        ahead = source.state_dict()["ready"][0][0][1]  # rank 0's first batch: (groups, batch)
         assert {v for e in ahead for v in e.weight_versions} == {2}
         for name, tensor in copy.model.state_dict().items():
             if name in snapshots[2]:
