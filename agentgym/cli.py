@@ -303,13 +303,13 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    from agentgym.recipes.cli import add_eval_arguments
+    from agentgym.recipes.eval_cli import add_eval_arguments
 
     add_eval_arguments(parser)
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from agentgym.recipes.cli import run_eval
+    from agentgym.recipes.eval_cli import run_eval
 
     return run_eval(args)
 

@@ -34,9 +34,7 @@ from agentgym.recipes.config import (
 )
 
 __all__ = [
-    "add_eval_arguments",
     "add_train_arguments",
-    "run_eval",
     "run_from_args",
     "run_train",
 ]
@@ -272,13 +270,6 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare ``agentgym eval``'s flags (``agentgym.recipes.eval_cli``)."""
-    from agentgym.recipes.eval_cli import add_eval_arguments as add
-
-    add(parser)
-
-
 def _trained_run(path: str | None) -> dict[str, Any]:
     """The settings (env, history window, env arguments, ...) of the run that trained the
     model at ``path`` (a run folder or one of its checkpoints), from its ``run.json``; {}
@@ -297,10 +288,3 @@ def _trained_env_kwargs(trained: dict[str, Any], env: str) -> dict[str, Any]:
     """The env arguments the run trained with, when it trained on ``env``: a policy trained on
     ``tool=False`` prompts is evaluated on them."""
     return dict(trained.get("env_kwargs") or {}) if trained.get("env") == env else {}
-
-
-def run_eval(args: argparse.Namespace) -> int:
-    """``agentgym eval`` (``agentgym.recipes.eval_cli``)."""
-    from agentgym.recipes.eval_cli import run_eval as run
-
-    return run(args)
