@@ -31,6 +31,7 @@ from agentgym.core import AgentEnv, user
 from agentgym.core.env import StepResult
 from agentgym.core.types import Action, Observation
 from agentgym.error import ConfigError
+from agentgym.registry import _ENVS
 from agentgym.sandbox import bwrap_usable
 from agentgym.vector import AgentVectorEnv
 
@@ -100,6 +101,7 @@ def cluster() -> Iterator[Any]:
         yield made
     finally:
         gym.registry.pop(MARK_ID, None)
+        _ENVS.pop(MARK_ID, None)
         ray.shutdown()
         made.shutdown()
 
@@ -301,3 +303,19 @@ def test_importing_agentgym_and_vector_envs_does_not_import_ray() -> None:
         "assert 'ray' not in sys.modules, 'ray was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_resources_and_envs_per_actor_come_from_the_registration() -> None:
+    from agentgym.vector.ray_workers import LIGHT_ENVS_PER_ACTOR, env_resources
+
+    assert env_resources("agentgym/SWE-v0") == ({"num_cpus": 1}, 1)
+    assert env_resources("agentgym/Code-v0") == ({"num_cpus": 1}, 1)
+    assert env_resources("agentgym/FrozenLake-v0") == ({}, LIGHT_ENVS_PER_ACTOR)
+    agentgym.register(
+        "agentgym/TestRayHeavy-v0", MarkEnv, resources={"memory": 2**30}, envs_per_actor=4
+    )
+    try:
+        assert env_resources("agentgym/TestRayHeavy-v0") == ({"memory": 2**30}, 4)
+    finally:
+        gym.registry.pop("agentgym/TestRayHeavy-v0", None)
+        _ENVS.pop("agentgym/TestRayHeavy-v0", None)
