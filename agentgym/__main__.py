@@ -2,4 +2,6 @@
 
 from agentgym.cli import main
 
-raise SystemExit(main())
+# Guarded: a forkserver (ProcessEnv's workers) re-imports the main module as ``__mp_main__``.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -120,7 +120,8 @@ class RemoteEnv(AgentEnv):
         seconds (it imports its Gradio UI), and a trainer needs four message types of it.
 
     Observation:
-        What the served env returns: its chat messages, unchanged. From an OpenEnv server that
+        What the served env returns: its chat messages, unchanged. Infos cross as JSON: a
+        tuple arrives as a list, a numpy number as a Python one, a non-finite float as None. From an OpenEnv server that
         is not agentgym's, the observation becomes one user message (its one text field, else
         its JSON) and the raw observation is ``info["observation"]``.
 
