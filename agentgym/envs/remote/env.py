@@ -121,9 +121,9 @@ class RemoteEnv(AgentEnv):
 
     Observation:
         What the served env returns: its chat messages, unchanged. Infos cross as JSON: a
-        tuple arrives as a list, a numpy number as a Python one, a non-finite float as None. From an OpenEnv server that
-        is not agentgym's, the observation becomes one user message (its one text field, else
-        its JSON) and the raw observation is ``info["observation"]``.
+        tuple arrives as a list, a numpy number as a Python one, a non-finite float as None.
+        From an OpenEnv server that is not agentgym's, the observation becomes one user message
+        (its one text field, else its JSON) and the raw observation is ``info["observation"]``.
 
     Action:
         The model's text or an assistant message dict, sent as ``{"message": action}`` (the
