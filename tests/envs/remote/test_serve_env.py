@@ -354,3 +354,28 @@ def test_remote_plays_any_openenv_server() -> None:
         )
         assert env.step("bye")[2] is True  # done: terminated
         env.close()
+
+
+def test_sessions_in_worker_processes_end_with_the_session() -> None:
+    """``--workers process``: each session's env in a child process (a forkserver's), which
+    goes when the session does."""
+    import psutil
+
+    served = start_server("agentgym/FrozenLake-v0", num_envs=2, args=["--workers", "process"])
+    try:
+        server_process = psutil.Process(served.process.pid)
+
+        def workers() -> set[int]:
+            children = server_process.children(recursive=True)
+            return {c.pid for c in children if c.status() != psutil.STATUS_ZOMBIE}
+
+        before = workers()  # the forkserver, started by the startup check
+        env = RemoteEnv(url=served.url)
+        local = gym.make("agentgym/FrozenLake-v0")
+        assert env.reset(seed=5) == local.reset(seed=5)
+        assert env.step("```right```")[:3] == local.step("```right```")[:3]
+        assert len(workers() - before) == 1
+        env.close()
+        wait_for(lambda: not workers() - before, "the session's worker process gone")
+    finally:
+        served.close()
