@@ -2,11 +2,12 @@
 against ``max_staleness`` 1 and 2, on FrozenLake with the in-process engine, in one process.
 
 Each mode trains a fresh policy with the FrozenLake GRPO recipe (``agentgym train``'s settings,
-same seed) for ``--updates`` updates; the modes run one after another, ``--rounds`` times in
-turn, so that a change of load on a shared machine hits all of them. Per mode it prints the mean
-wall time per update (from the end of update ``k + 1``: the first updates of an async run wait
-for batches nobody collected ahead), updates per hour and their ratio to the synchronous loop,
-and the batch success of every update (the learning curve).
+same seed) for ``--updates`` updates; the modes run one after another, ``--rounds`` times, in
+turn and then in reverse order (0 1 2 2 1 0 ...), so that a drift of load on a shared machine
+hits all of them. Per mode it prints the mean wall time per update (from the end of update
+``k + 1``: the first updates of an async run wait for batches nobody collected ahead), updates
+per hour and their ratio to the synchronous loop, and the batch success of every update (the
+learning curve).
 
     .venv/bin/python benchmarks/async_training.py --updates 20
     .venv/bin/python benchmarks/async_training.py --updates 12 --batch-size 32 --json out.json
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -69,6 +71,7 @@ def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
     intervals = [b - a for a, b in zip(stamps[warm:], stamps[warm + 1 :], strict=False)]
     return {
         "max_staleness": k,
+        "load": os.getloadavg()[0],  # the 1-minute load average at the end of the run
         "wall_s": time.perf_counter() - start,
         "update_s": statistics.fmean(intervals),
         "success": successes,
@@ -91,14 +94,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     modes = [int(m) for m in args.modes.split(",")]
     runs: dict[int, list[dict[str, Any]]] = {k: [] for k in modes}
-    for _ in range(args.rounds):
-        for k in modes:
+    for round_ in range(args.rounds):
+        for k in modes if round_ % 2 == 0 else modes[::-1]:  # ABC, CBA, ...: drift hits all
             result = train(k, args)
             runs[k].append(result)
             curve = " ".join(f"{s:.2f}" for s in result["success"])
             print(
                 f"max_staleness={k}: {result['update_s']:.2f} s/update, wall "
-                f"{result['wall_s']:.0f} s, success per update {curve}",
+                f"{result['wall_s']:.0f} s, load {result['load']:.1f}, success per update {curve}",
                 flush=True,
             )
     base = statistics.fmean(r["update_s"] for r in runs[modes[0]])
