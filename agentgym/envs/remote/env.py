@@ -266,13 +266,27 @@ class RemoteEnv(AgentEnv):
     async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._ws is None or self._ws_loop is not asyncio.get_running_loop():
             raise InfraError("the connection to the server was lost, and the episode's session")
-        await self._ws.send(json.dumps(message, ensure_ascii=False))
+        from websockets.exceptions import ConnectionClosed
+
+        unsent: ConnectionClosed | None = None
+        try:
+            await self._ws.send(json.dumps(message, ensure_ascii=False))
+        except ConnectionClosed as e:
+            # A refused session (capacity) is an error message and a close sent before any
+            # request: the close fails the send, and the reason waits unread behind it.
+            unsent = e
         try:
             reply = json.loads(await self._ws.recv())
+        except ConnectionClosed:
+            if unsent is not None:
+                raise unsent from None
+            raise
         except json.JSONDecodeError as e:
             raise InfraError(f"the server sent something that is not JSON: {e}") from e
         if reply.get("type") == "error":
             raise _server_error(reply.get("data") or {})
+        if unsent is not None:
+            raise unsent
         return dict(reply.get("data") or {})
 
     async def _call(self, message: dict[str, Any], timeout: float, connect: bool) -> StepResult:

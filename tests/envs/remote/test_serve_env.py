@@ -379,3 +379,29 @@ def test_sessions_in_worker_processes_end_with_the_session() -> None:
         wait_for(lambda: not workers() - before, "the session's worker process gone")
     finally:
         served.close()
+
+
+def test_a_refusal_sent_before_the_request_is_read() -> None:
+    """OpenEnv refuses a session at capacity with an error and a close sent on connect; whether
+    they arrive before or after the client's reset, the reason reaches the episode's info."""
+
+    async def refuse(ws: ServerConnection) -> None:
+        error = {"code": "CAPACITY_REACHED", "message": "Server at capacity (1/1 sessions)"}
+        await ws.send(json.dumps({"type": "error", "data": error}))
+        await ws.close()
+
+    async def play() -> list[Any]:
+        async with serve(refuse, "127.0.0.1", 0) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            env = RemoteEnv(url=f"ws://127.0.0.1:{port}")
+            infos = []
+            for seed in range(20):  # both orders of the close and the request occur
+                if seed % 2:
+                    await asyncio.sleep(0.01)  # let the refusal arrive first, sometimes
+                infos.append((await env.areset(seed=seed))[1])
+            await env.aclose()
+            return infos
+
+    for info in asyncio.run(play()):
+        assert info["infra_error"] is True
+        assert "refused a session" in info["error"], info
