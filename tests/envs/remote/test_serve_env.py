@@ -40,10 +40,18 @@ SESSIONS = 32
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
+def served() -> Iterator[LocalServer]:
     served = start_server(ENV_ID, num_envs=SESSIONS)
     yield served
     served.close()
+
+
+@pytest.fixture
+def server(served: LocalServer) -> LocalServer:
+    """The module's server once the sessions of earlier tests are gone (a closed client's
+    session ends when the server has read its close, a moment later)."""
+    wait_for(lambda: served.status()["active_sessions"] == 0, "earlier sessions closed")
+    return served
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -136,7 +144,7 @@ time.sleep(600)
 
 
 def test_a_killed_client_gives_its_session_back(server: LocalServer) -> None:
-    before = server.status()["active_sessions"]
+    before = 0
     client = subprocess.Popen(
         [sys.executable, "-c", CLIENT, server.url, ENV_ID], stdout=subprocess.PIPE, text=True
     )
