@@ -17,8 +17,9 @@ by ``gym.make(env_id, **env_kwargs)`` in the session's thread, at most ``--num-e
 ``infra_error`` observation and the session's next reset makes a fresh env. A session ends when
 its client closes or disappears (the connection drops, or pings go unanswered) or stays idle for
 ``--idle-timeout`` seconds: its env is closed on the loop it ran on, so sandboxes, containers and
-browsers are freed. OpenEnv's stateless ``POST /reset`` and ``/step`` make a throwaway env per
-request, which suits no multi-turn env: use the WebSocket.
+browsers are freed (a reaped session's socket stays open and answers ``infra_error``).
+OpenEnv's stateless ``POST /reset`` and ``/step`` make a throwaway env per request, which suits
+no multi-turn env: use the WebSocket.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         self.max_steps = gym.spec(options.env_id).max_episode_steps
         self._loop: asyncio.AbstractEventLoop | None = None  # where the env's resources live
         self._broken = False
+        self._ended = False
         self._episode_id: str | None = None
         self._task_id: Any = None
         self._steps = 0
@@ -181,6 +183,8 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         options: dict[str, Any] | None = None,
     ) -> AgentObservation:
         self._loop = asyncio.get_running_loop()
+        if self._ended:
+            return self._failed(self._ended_error(), reset=True)
         if self._broken:  # the last call failed outside the model: start from a fresh env
             await self._rebuild()
         self._episode_id = episode_id or uuid.uuid4().hex
@@ -198,6 +202,8 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
     async def step_async(  # type: ignore[override]
         self, action: AgentAction, timeout_s: float | None = None, **kwargs: Any
     ) -> AgentObservation:
+        if self._ended:
+            return self._failed(self._ended_error(), reset=False)
         try:
             async with deadline(self.options.step_timeout, f"{self.options.env_id} step"):
                 observation, reward, terminated, truncated, info = await self.env.astep(
@@ -221,6 +227,12 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         else:
             info[TRUNCATION_REASON] = "infra_error"
         return _observation((), 0.0, False, True, info)
+
+    def _ended_error(self) -> InfraError:
+        idle = self.options.idle_timeout
+        return InfraError(
+            f"this session was closed by the server (idle for over {idle} s?); connect again"
+        )
 
     async def _rebuild(self) -> None:
         old, self._broken = self.env, False
@@ -255,6 +267,7 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
     def close(self) -> None:
         """Close the env on the loop its resources live on (OpenEnv calls this from the
         session's thread; its stateless routes from the loop itself)."""
+        self._ended = True  # the session is over (closed, or reaped with its socket still open)
         if self.env.closed:
             return
         loop = self._loop

@@ -333,6 +333,9 @@ class RemoteEnv(AgentEnv):
             return (), {TOOLS: [], INFRA_ERROR: True, ERROR: episode.error}
         observation, info = result[0], result[4]
         info.setdefault(TOOLS, [])
+        if info.get(INFRA_ERROR):  # the served env failed: its episode too; reconnect next time
+            episode.error = str(info.get(ERROR, "the served env's reset failed"))
+            await self._disconnect()
         return observation, info
 
     async def astep(self, action: Action) -> StepResult:
@@ -353,6 +356,8 @@ class RemoteEnv(AgentEnv):
             episode.over = True
             raise
         episode.over = bool(result[2] or result[3])
+        if result[4].get(INFRA_ERROR):  # the served env failed: the next reset reconnects
+            await self._disconnect()
         return result
 
     async def aclose(self) -> None:

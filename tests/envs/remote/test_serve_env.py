@@ -311,6 +311,12 @@ def test_an_idle_session_is_closed_with_its_env(slow_env_id: str) -> None:
         # OpenEnv's reaper looks every max(idle_timeout / 4, 5 s).
         wait_for(lambda: server.active_sessions == 0, "the idle session reaped", timeout=30)
         assert len(SlowEnv.closed_envs) == closed_before + 1
+        # The socket stays open; the reaped session answers infra_error, and a new one works.
+        _, _, _, truncated, info = env.step("fast")
+        assert truncated is True
+        assert "closed by the server" in info["error"]
+        env.reset(seed=1)
+        assert env.step("fast")[1] == 1.0
         env.close()
 
 
