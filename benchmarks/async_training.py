@@ -38,7 +38,7 @@ def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
     from agentgym.recipes.run import _build
     from agentgym.trainers.fit import fit
 
-    config: dict[str, Any] = {"max_staleness": k}
+    config: dict[str, Any] = {**dict(args.set), "max_staleness": k}
     if args.batch_size is not None:
         config["batch_size"] = args.batch_size
     with tempfile.TemporaryDirectory() as out:
@@ -81,6 +81,14 @@ def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _pair(text: str) -> tuple[str, Any]:
+    name, _, value = text.partition("=")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--updates", type=int, default=20, help="updates per run (default 20)")
@@ -90,6 +98,13 @@ def main() -> None:
         "--batch-size", type=int, default=None, help="episodes per update (recipe's: 64)"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=_pair,
+        help="an algorithm field over the recipe, as agentgym train --set (repeatable)",
+    )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     if args.updates < 4:
