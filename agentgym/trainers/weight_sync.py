@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -75,11 +76,12 @@ def in_process(engine: Any) -> bool:
     """Whether ``engine`` generates in this process (tensors are pushed, not files): an
     ``HFEngine``, or an ``SGLangEngine`` sharing this process's GPU (``colocated``)."""
     from agentgym.inference.hf import HFEngine
-    from agentgym.inference.sglang import SGLangEngine
 
     if isinstance(engine, HFEngine):
         return True
-    return isinstance(engine, SGLangEngine) and engine.colocated
+    # Never imported: not an SGLangEngine (and the train extra has no httpx to import it with).
+    sglang = sys.modules.get("agentgym.inference.sglang")
+    return sglang is not None and isinstance(engine, sglang.SGLangEngine) and engine.colocated
 
 
 def _url(engine: Any) -> str:
