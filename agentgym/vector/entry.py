@@ -13,7 +13,9 @@ import functools
 from typing import Any
 
 
-def make_vector_env(env_id: str, num_envs: int = 1, **kwargs: Any) -> Any:
+def make_vector_env(env_id: str, /, num_envs: int = 1, **kwargs: Any) -> Any:
+    """``num_envs`` envs of ``env_id``; ``kwargs`` may hold the env's own ``env_id`` argument
+    (``agentgym/Remote-v0``): this one is positional-only."""
     from agentgym.vector.env import AgentVectorEnv
 
     return AgentVectorEnv.from_id(env_id, num_envs=num_envs, **kwargs)

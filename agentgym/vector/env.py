@@ -130,6 +130,7 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
     def from_id(
         cls,
         env_id: str,
+        /,
         num_envs: int = 1,
         *,
         group_size: int = 1,

@@ -110,6 +110,21 @@ def test_remote_equals_in_process(server: LocalServer) -> None:
         env.close()
 
 
+def test_make_vec_passes_env_id_to_the_remote_envs(server: LocalServer) -> None:
+    venv = gym.make_vec(
+        "agentgym/Remote-v0",
+        num_envs=2,
+        vectorization_mode="vector_entry_point",
+        url=server.url,
+        env_id=ENV_ID,
+    )
+    try:
+        observations, _ = venv.reset(seed=[0, 1])
+        assert list(observations) == [in_process(0)[0][0], in_process(1)[0][0]]
+    finally:
+        venv.close()
+
+
 def test_32_sessions_at_once_and_a_33rd_refused(server: LocalServer) -> None:
     envs = [RemoteEnv(url=server.url) for _ in range(SESSIONS + 1)]
     expected = [in_process(seed, "\\boxed{1}") for seed in range(SESSIONS)]
