@@ -107,6 +107,14 @@ class CollectorSource:
         return {"seed": self.seed, "position": self.position, "seen_tasks": sorted(self.seen_tasks)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if "ready" in state:  # an AsyncSource's (agentgym.trainers.pipeline)
+            raise ConfigError(
+                "checkpoint",
+                f"{sum(len(r) for r in state['ready'])} rank(s)' batches collected ahead",
+                "was written with max_staleness >= 1; without it those batches would be lost "
+                "and the run would not continue exactly",
+                "resume with the run's max_staleness (--set max_staleness=k)",
+            )
         self.seed, self.position = int(state["seed"]), int(state["position"])
         self.seen_tasks = set(state.get("seen_tasks", ()))
 

@@ -246,3 +246,14 @@ def test_agentgym_train_refuses_async_collection_from_a_server():
     with pytest.raises(ConfigError, match="in-process engine only"):
         resolve_run(Layer("--set", {**settings, "config": {"max_staleness": 1}}))
     assert resolve_run(Layer("--set", {"config": {"max_staleness": 2}})).config.max_staleness == 2
+
+
+def test_a_synchronous_resume_of_an_async_checkpoint_names_max_staleness() -> None:
+    from agentgym.trainers.collector import CollectorSource
+
+    source = CollectorSource(None, "agentgym/FrozenLake-v0", group_size=2)  # type: ignore[arg-type]
+    ahead = {"source": {"seed": 0, "position": 4}, "ready": [[(2, [])]]}
+    with pytest.raises(ConfigError, match="max_staleness"):
+        source.load_state_dict(ahead)
+    source.load_state_dict({"seed": 0, "position": 4})  # a synchronous checkpoint loads
+    assert source.position == 4
