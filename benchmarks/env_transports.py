@@ -25,7 +25,6 @@ runs with the same number per actor and no CPU reservation, or 256 envs would ne
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
@@ -38,33 +37,17 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+from vector_throughput import IOBoundEnv
 
 import agentgym
-from agentgym.core import AgentEnv, user
-from agentgym.core.env import StepResult
-from agentgym.core.types import Action, Observation
 
 SLEEP_ID = "agentgym/BenchSleep-v0"
 CODE_ID = "agentgym/Code-v0"
 CODE_ANSWER = "```python\ndef f(x):\n    return x\n```"
 
 
-class SleepEnv(AgentEnv):
-    """Each step awaits ``delay`` seconds; episodes never end."""
-
-    def __init__(self, delay: float = 0.05) -> None:
-        super().__init__()
-        self.delay = delay
-
-    async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        await super().areset(seed=seed, options=options)
-        return (user("waiting"),), {}
-
-    async def astep(self, action: Action) -> StepResult:
-        await asyncio.sleep(self.delay)
-        return (user("done"),), 0.0, False, False, {}
+# The I/O-bound env of vector_throughput.py (Ray actors and the env server import it from here).
+SleepEnv = IOBoundEnv
 
 
 @dataclass
