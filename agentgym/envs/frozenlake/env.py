@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import gymnasium as gym
 import numpy as np
 
+from agentgym.core.difficulty import DIFFICULTY
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError
 from agentgym.core.parsing import MalformedCall, ParsedAction, ParsedCall
@@ -85,6 +86,10 @@ class FrozenLakeEnv(AgentEnv):
         to be solvable. ``reset(seed=s)`` draws the task id from ``np_random``, so a seed fixes
         the map; ``options={"task_id": k}`` pins map ``k`` and ``options={"map": "SFFF/FHFH/..."}``
         plays a given map (square, one S, one G, only S/F/H/G; it need not be solvable).
+        With ``sizes``, the env plays maps of several sizes, its declared difficulty levels
+        (``difficulty_levels``, smallest first): ``reset(seed=s)`` draws the size, then the
+        task id; ``options={"size": k}`` (or ``{"difficulty": k}``) pins the size, alone or
+        with a ``task_id``.
 
     Observation:
         On reset, a system message with the rules and a user message with the board, e.g.::
@@ -126,7 +131,9 @@ class FrozenLakeEnv(AgentEnv):
         an ended episode raises ``EnvStateError``: reset first.
 
     Arguments:
-        size: side of generated maps (>= 2).
+        size: side of generated maps (>= 2), when ``sizes`` is None.
+        sizes: sides of generated maps to draw from (each >= 2, distinct), e.g. ``(3, 4, 5,
+            6)``: the env's difficulty levels; None: ``(size,)``, and reset draws no size.
         hole_prob: probability that a cell other than start and goal is a hole (0 <= p < 1).
         slippery: Gymnasium's slippery ice: a move goes the intended way with probability 1/3
             and each perpendicular way with probability 1/3, drawn from ``np_random``.
@@ -150,13 +157,14 @@ class FrozenLakeEnv(AgentEnv):
     (0-based row and column), ``turn``, ``task_id``, ``state`` (the map and the square, e.g.
     ``"SFF/FHF/FFG@0,1"``: equal states, equal futures; trainers' step credit groups turns by
     it), ``action_choices`` and ``truncation_reason`` when truncated. Reset info keys:
-    ``tools``, ``task_id`` (``None`` for a given map), ``map``, ``size``, ``max_turns``,
-    ``state``, ``action_choices``. ``action_choices`` are the four text moves
+    ``tools``, ``task_id`` (``None`` for a given map), ``map``, ``size``, ``difficulty`` (the
+    size), ``max_turns``, ``state``, ``action_choices``. ``action_choices`` are the four text moves
     (```` ```left``` ```` ...): every valid action, for constrained decoding (the collector's
     ``action_choices``).
 
     Version history:
-        v0: first version.
+        v0: first version; ``sizes`` and the ``size``/``difficulty`` reset options added later
+        (maps and observations unchanged without them).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -165,6 +173,7 @@ class FrozenLakeEnv(AgentEnv):
         self,
         *,
         size: int = 4,
+        sizes: tuple[int, ...] | list[int] | None = None,
         hole_prob: float = 0.2,
         slippery: bool = False,
         max_turns: int | None = None,
@@ -183,6 +192,7 @@ class FrozenLakeEnv(AgentEnv):
             tools=(MOVE,) if self.tool else (), tool_parser=tool_parser, render_mode=render_mode
         )
         self.size = integer("size", size, 2, "pass an int >= 2, e.g. size=4")
+        self.sizes = None if sizes is None else _sizes(sizes)
         self.hole_prob = _probability(hole_prob)
         if not isinstance(slippery, bool | np.bool_):
             raise ConfigError("slippery", slippery, "must be a bool", "pass True or False")
@@ -216,6 +226,7 @@ class FrozenLakeEnv(AgentEnv):
             "task_id": task_id,
             "map": format_map(rows),
             "size": len(rows),
+            DIFFICULTY: len(rows),
             "max_turns": max_turns,
             "state": _state(episode),
             "action_choices": list(MOVE_CHOICES),
@@ -258,22 +269,45 @@ class FrozenLakeEnv(AgentEnv):
             return find(rows, "S")
         return squares[int(self.np_random.integers(len(squares)))]
 
+    @property
+    def difficulty_levels(self) -> tuple[int, ...]:
+        """The declared difficulty levels, easiest first: the map sizes (``sizes``)."""
+        return self.sizes or (self.size,)
+
     def _choose_map(self, options: dict[str, Any] | None) -> tuple[int | None, Map]:
         options = {k: v for k, v in (options or {}).items() if v is not None}
-        unknown = sorted(set(options) - {"task_id", "map"})
+        unknown = sorted(set(options) - {"task_id", "map", "size", DIFFICULTY})
         if unknown:
-            rule, fix = f"has unknown keys {unknown}", "pass only 'task_id' or 'map'"
+            rule, fix = f"has unknown keys {unknown}", "pass only 'task_id', 'size' or 'map'"
             raise ConfigError("options", options, rule, fix)
-        if "task_id" in options and "map" in options:
-            rule, fix = "sets both 'task_id' and 'map'", "pass one of them"
+        if "map" in options and len(options) > 1:
+            rule, fix = "sets 'map' with other keys", "pass a map alone"
             raise ConfigError("options", options, rule, fix)
         if "map" in options:
             return None, parse_map(options["map"])
+        size = self._choose_size(options)
         if "task_id" in options:
             task_id = integer("options['task_id']", options["task_id"], 0, "pass an int >= 0")
         else:
             task_id = int(self.np_random.integers(NUM_TASKS))
-        return task_id, generate_map(task_id, self.size, self.hole_prob)
+        return task_id, generate_map(task_id, size, self.hole_prob)
+
+    def _choose_size(self, options: dict[str, Any]) -> int:
+        """The size the options pin (``size`` or ``difficulty``), else one drawn from
+        ``sizes`` (no draw without ``sizes``: seeds pick the maps they always did)."""
+        if "size" in options and DIFFICULTY in options and options["size"] != options[DIFFICULTY]:
+            rule, fix = "sets 'size' and 'difficulty' apart", "pass one of them"
+            raise ConfigError("options", options, rule, fix)
+        pinned = options.get("size", options.get(DIFFICULTY))
+        if pinned is not None:
+            if pinned not in self.difficulty_levels:
+                rule = f"is not one of the env's sizes {list(self.difficulty_levels)}"
+                fix = "pass one of them, or make the env with sizes=(...) including it"
+                raise ConfigError("options['size']", pinned, rule, fix)
+            return int(pinned)
+        if self.sizes is None:
+            return self.size
+        return self.sizes[int(self.np_random.integers(len(self.sizes)))]
 
     async def _read(self, action: Action) -> _Reading:
         if not _is_turn(action):
@@ -365,6 +399,16 @@ def _with_hint(message: Message, hint: str) -> Message:
 
 
 # --- argument validation -------------------------------------------------------------------
+
+
+def _sizes(value: object) -> tuple[int, ...]:
+    fix = "pass distinct ints >= 2, e.g. sizes=(3, 4, 5, 6), or None"
+    if isinstance(value, str) or not isinstance(value, tuple | list) or not value:
+        raise ConfigError("sizes", value, "must be a non-empty list of sizes", fix)
+    sizes = tuple(integer("sizes", v, 2, fix) for v in value)
+    if len(set(sizes)) != len(sizes):
+        raise ConfigError("sizes", value, "repeats a size", fix)
+    return tuple(sorted(sizes))
 
 
 def _probability(value: object) -> float:
