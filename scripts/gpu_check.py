@@ -21,7 +21,10 @@ still run. The defaults fit in about 9 minutes on an H100.
   (engine vs teacher-forced log-probs; tokens/s against transformers' static-cache compiled
   ``generate`` and the bandwidth bound; the GRPO step's generation / update / weight push split,
   peak memory and MFU);
-- ``trl``: ``benchmarks/grpo_vs_trl.py`` on the same model and batch, when ``trl`` is installed.
+- ``trl``: ``benchmarks/grpo_vs_trl.py`` on the same model and batch, when ``trl`` is installed;
+- ``server_loop``: ``agentgym serve`` (bf16 on the GPU) in its own process and ``agentgym train
+  --engine sglang`` against it for 4 updates (weights by disk after each), then the server's
+  logprobs for a fixed prompt against a teacher-forced pass of the pushed weights.
 
 Without CUDA it refuses (exit 2) unless ``--allow-cpu``; ``--tiny`` runs every section at toy
 size (what the tests run, to keep this script working).
@@ -50,6 +53,7 @@ BUDGETS = {
     "generation": 100,
     "grpo_step": 60,
     "trl": 90,
+    "server_loop": 90,
 }
 """Seconds per section on a GPU (about 9 minutes in all, the model built once)."""
 TINY_MODEL = [
@@ -182,6 +186,105 @@ def section_trl(out: Section, args: argparse.Namespace) -> None:
         out.record(trl_over_agentgym_step=sides[1] / sides[0])
 
 
+SERVER_PROMPT = [5, 17, 230, 41, 9, 88, 3]
+
+
+def _serve(tmp: Path, cuda: bool) -> tuple[subprocess.Popen[bytes], str]:
+    """``agentgym serve`` (the tiny policy; bf16 on the GPU) in its own process, once ready."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "agentgym", "serve", "--port", str(port)]
+    command += ["--device", "cuda", "--dtype", "bfloat16"] if cuda else []
+    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 (open while the server runs)
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"agentgym serve exited: {(tmp / 'serve.log').read_text()[-1500:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+
+
+def _server_gap(url: str, weights: Path, cuda: bool) -> dict[str, Any]:
+    """The server's greedy logprobs for SERVER_PROMPT against a teacher-forced pass of the
+    weights the trainer pushed last (in the server's dtype and in fp32)."""
+    import asyncio
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.inference.base import SamplingParams
+    from agentgym.inference.sglang import SGLangEngine
+
+    async def ask() -> Any:
+        engine = SGLangEngine(url)
+        try:
+            params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+            completion = await engine.generate(SERVER_PROMPT, params)
+            return completion, await engine.server_weight_version()
+        finally:
+            await engine.close()
+
+    completion, version = asyncio.run(ask())
+    figures: dict[str, Any] = {"served_version": version, "pushed": weights.name}
+    device = "cuda" if cuda else "cpu"
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        if name == "bf16" and not cuda:
+            continue
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(device).eval()
+        ids = torch.tensor([SERVER_PROMPT + completion.token_ids], device=device)
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(SERVER_PROMPT) - 1 : -1].float()
+        expected = torch.log_softmax(logits, -1).gather(-1, ids[0, len(SERVER_PROMPT) :, None])
+        pairs = zip(completion.logprobs, expected[:, 0].tolist(), strict=True)
+        gaps = [abs(a - b) for a, b in pairs]
+        figures[f"max_logprob_gap_vs_{name}"] = max(gaps)
+    return figures
+
+
+def section_server_loop(out: Section, args: argparse.Namespace) -> None:
+    """``agentgym serve`` in its own process and ``agentgym train --engine sglang`` against it
+    (weights pushed by disk after every update), then the server's logprobs vs the pushed
+    weights."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-check-server-"))
+    server, url = _serve(tmp, cuda)
+    try:
+        steps = 2 if args.tiny else 4
+        run = tmp / "run"
+        command = [sys.executable, "-m", "agentgym", "train", "--env", "agentgym/FrozenLake-v0"]
+        command += ["--engine", "sglang", "--engine-url", url, "--steps", str(steps)]
+        command += ["--no-action-choices", "--eval-episodes", "0", "--no-progress"]
+        command += ["--checkpoint-every", str(steps), "--out", str(run)]
+        if args.tiny:
+            command += ["--set", "group_size=2", "--set", "batch_size=4", "--max-turns", "2"]
+        out.record(command=" ".join(command[1:]))
+        started = time.perf_counter()
+        _run(command)
+        metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        out.record(
+            wall_s=time.perf_counter() - started,
+            updates=len(metrics),
+            step_s=[m.get("step_s") for m in metrics],
+            batch_success=[m.get("success_rate") for m in metrics],
+        )
+        pushed = sorted((run / "weights").glob("step-*"))[-1]
+        out.record(**_server_gap(url, pushed, cuda))
+    finally:
+        server.kill()
+        server.wait(30)
+
+
 SECTIONS = {
     "model": section_model,
     "main_job": section_main_job,
@@ -190,6 +293,7 @@ SECTIONS = {
     "generation": section_engine("generation"),
     "grpo_step": section_engine("grpo_step"),
     "trl": section_trl,
+    "server_loop": section_server_loop,
 }
 
 
