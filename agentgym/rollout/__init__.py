@@ -34,7 +34,7 @@ bug or an outage: it propagates (with a note naming the env and turn) and the co
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -71,6 +71,7 @@ async def acollect(
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
     first_group: int = 0,
+    task_options: Sequence[Mapping[str, Any] | None] | None = None,
     **sampling: Any,
 ) -> AsyncIterator[Episode]:
     """Play ``num_episodes`` episodes and yield each as it finishes.
@@ -111,6 +112,8 @@ async def acollect(
             own randomness).
         first_group: the call's group ``j`` samples with the seeds of group
             ``first_group + j`` (a data-parallel rank playing its share of a batch).
+        task_options: group ``j``'s reset options (e.g. a curriculum's
+            ``{"difficulty": 6}``), one per group; None: reset with the seed alone.
         **sampling: ``SamplingParams`` fields (``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ...; ``seed`` is ``sampling_seed``).
     """
@@ -128,6 +131,7 @@ async def acollect(
         history_turns=history_turns,
         action_choices=action_choices,
         first_group=first_group,
+        task_options=task_options,
     )
     venv, owned = resolve_env(env, num_episodes, group_size, num_envs, env_kwargs)
     collector = Collector(engine, venv, ChatRenderer(tokenizer), plan)
@@ -170,6 +174,7 @@ def collect(
     env_kwargs: Mapping[str, Any] | None = None,
     sampling_seed: int | None = None,
     first_group: int = 0,
+    task_options: Sequence[Mapping[str, Any] | None] | None = None,
     **sampling: Any,
 ) -> list[Episode]:
     """``acollect`` from synchronous code: every episode, ordered by group (groups contiguous)."""
@@ -189,6 +194,7 @@ def collect(
             env_kwargs=env_kwargs,
             sampling_seed=sampling_seed,
             first_group=first_group,
+            task_options=task_options,
             **sampling,
         )
     )

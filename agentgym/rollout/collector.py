@@ -21,7 +21,7 @@ import numpy as np
 
 from agentgym.core.errors import Error
 from agentgym.core.info import ACTION_CHOICES
-from agentgym.core.types import Episode, Turn
+from agentgym.core.types import Episode, Observation, Turn
 from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
 from agentgym.rollout.config import RolloutPlan
 from agentgym.rollout.episode import EpisodeBuilder
@@ -132,7 +132,7 @@ class Collector:
         builder = self.builders[transition.index]
         builder.env_time += time.perf_counter() - self.submitted.pop(transition.index)
         if transition.kind == "reset":
-            builder.start(transition.observation, transition.info)
+            builder.start(self._shown(transition), transition.info)
             if transition.infra_error:
                 return self._finish(builder)
             prompt = self.renderer.prompt_ids(builder.episode.messages, builder.tools)
@@ -142,6 +142,7 @@ class Collector:
     def _on_step(self, builder: EpisodeBuilder, transition: Transition) -> Episode | None:
         episode = builder.episode
         action = episode.messages[builder.turn_started]
+        shown = self._shown(transition)
         builder.add_turn(
             Turn(
                 action,
@@ -150,7 +151,8 @@ class Collector:
                 transition.terminated,
                 transition.truncated,
                 dict(transition.info),
-            )
+            ),
+            shown,
         )
         if transition.done:
             return self._finish(builder)
@@ -158,30 +160,40 @@ class Collector:
             builder.truncate("max_turns")
             return self._finish(builder)
         if self._windowed:
-            return self._next_turn(builder, self._window(builder, transition), new_context=True)
+            return self._next_turn(builder, self._window(builder, shown), new_context=True)
         delta = self.renderer.delta_ids(
             episode.messages[: builder.turn_started],
-            transition.observation,
+            shown,
             builder.tools,
             self.completions[builder.index],
         )
         return self._next_turn(builder, delta)
 
+    def _shown(self, transition: Transition) -> Observation:
+        """What the model sees of ``transition``: the scaffold's messages (the env's own for a
+        failed env call, which ends the episode)."""
+        if transition.infra_error:
+            return transition.observation
+        scaffold = self.plan.scaffold
+        if transition.kind == "reset":
+            return scaffold.reset_messages(transition.observation, transition.info)
+        return scaffold.step_messages(transition.observation, transition.info)
+
     @property
     def _windowed(self) -> bool:
         return self.plan.history_turns is not None
 
-    def _window(self, builder: EpisodeBuilder, transition: Transition) -> list[int]:
+    def _window(self, builder: EpisodeBuilder, shown: Observation) -> list[int]:
         """The next turn's prompt under the plan's history window: the system messages, the
         observation ``history_turns`` turns back, and the turns since (sampled ids as sampled,
         env deltas rendered as in a whole conversation)."""
         window = self.plan.history_turns or 0
-        builder.observations.append(tuple(transition.observation))
+        builder.observations.append(tuple(shown))
         if window > 0:
             completion = self.completions[builder.index]
             delta = self.renderer.delta_ids(
                 builder.episode.messages[: builder.turn_started],
-                transition.observation,
+                shown,
                 builder.tools,
                 completion,
             )
@@ -252,7 +264,7 @@ class Collector:
         builder.append_completion(completion, text, choices if self.plan.action_choices else None)
         self.completions[index] = completion
         self.submitted[index] = time.perf_counter()
-        self.venv.submit_step(index, text)
+        self.venv.submit_step(index, self.plan.scaffold.action(text))
 
     def _turn_choices(self, builder: EpisodeBuilder) -> tuple[tuple[int, ...], ...]:
         """The token ids of the actions the env offers for the next turn

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,8 @@ class RolloutPlan:
     first_group: int = 0
     """Group ``j`` of the call samples with the seeds of group ``first_group + j``: a call that
     plays a share of a larger batch (one data-parallel rank's) samples as the whole would."""
+    task_options: tuple[dict[str, Any] | None, ...] | None = None
+    """Group ``j``'s reset options (a curriculum's task), one per group; None: no options."""
 
     @property
     def num_groups(self) -> int:
@@ -66,6 +68,7 @@ def make_plan(
     history_turns: int | None = None,
     action_choices: bool = False,
     first_group: int = 0,
+    task_options: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> RolloutPlan:
     _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
     _check_int("num_episodes", num_episodes, 1, "ask for at least one episode")
@@ -87,6 +90,8 @@ def make_plan(
     if history_turns is not None:
         fix = "pass None (the whole conversation) or an int >= 0 (0: the latest observation)"
         _check_int("history_turns", history_turns, 0, fix)
+    groups = num_episodes // group_size
+    options = None if task_options is None else _task_options(task_options, groups)
     return RolloutPlan(
         num_episodes=num_episodes,
         group_size=group_size,
@@ -97,7 +102,21 @@ def make_plan(
         history_turns=history_turns,
         action_choices=_check_bool("action_choices", action_choices),
         first_group=first_group,
+        task_options=options,
     )
+
+
+def _task_options(
+    task_options: Sequence[Mapping[str, Any] | None], num_groups: int
+) -> tuple[dict[str, Any] | None, ...]:
+    if len(task_options) != num_groups:
+        raise ConfigError(
+            "task_options",
+            len(task_options),
+            f"must hold one entry per group ({num_groups})",
+            "pass one reset-options dict (or None) per group",
+        )
+    return tuple(None if o is None else dict(o) for o in task_options)
 
 
 def make_sampling(fields: Mapping[str, Any]) -> SamplingParams:

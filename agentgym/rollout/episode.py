@@ -124,10 +124,11 @@ class EpisodeBuilder:
         episode.messages.append(message)
         return message
 
-    def add_turn(self, turn: Turn) -> None:
-        """Record the env's answer to the assistant turn in progress."""
+    def add_turn(self, turn: Turn, shown: Observation | None = None) -> None:
+        """Record the env's answer to the assistant turn in progress; ``shown``: the messages
+        the model sees of it (the scaffold's; default ``turn.observation``)."""
         self.episode.turns.append(turn)
-        self.episode.messages.extend(turn.observation)
+        self.episode.messages.extend(turn.observation if shown is None else shown)
         if is_infra_error(turn.info):
             self.episode.trainable = False
 
