@@ -50,9 +50,27 @@ from agentgym.rollout.config import (
     resolve_tokenizer,
 )
 from agentgym.rollout.render import ChatRenderer, TemplateError
+from agentgym.rollout.scaffold import (
+    ChatScaffold,
+    ReActScaffold,
+    Scaffold,
+    history_window,
+    make_scaffold,
+)
 from agentgym.vector import AgentVectorEnv
 
-__all__ = ["DEFAULT_NUM_ENVS", "ChatRenderer", "TemplateError", "acollect", "collect"]
+__all__ = [
+    "DEFAULT_NUM_ENVS",
+    "ChatRenderer",
+    "ChatScaffold",
+    "ReActScaffold",
+    "Scaffold",
+    "TemplateError",
+    "acollect",
+    "collect",
+    "history_window",
+    "make_scaffold",
+]
 
 
 async def acollect(
@@ -72,6 +90,7 @@ async def acollect(
     sampling_seed: int | None = None,
     first_group: int = 0,
     task_options: Sequence[Mapping[str, Any] | None] | None = None,
+    scaffold: Scaffold | None = None,
     **sampling: Any,
 ) -> AsyncIterator[Episode]:
     """Play ``num_episodes`` episodes and yield each as it finishes.
@@ -114,6 +133,10 @@ async def acollect(
             ``first_group + j`` (a data-parallel rank playing its share of a batch).
         task_options: group ``j``'s reset options (e.g. a curriculum's
             ``{"difficulty": 6}``), one per group; None: reset with the seed alone.
+        scaffold: how observations become the prompt and completions the env's actions
+            (:mod:`agentgym.rollout.scaffold`); default ``ChatScaffold(history_turns)``: the
+            env's messages as they are, the model's text as the action. A scaffold carries its
+            own history window: leave ``history_turns`` None with one.
         **sampling: ``SamplingParams`` fields (``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ...; ``seed`` is ``sampling_seed``).
     """
@@ -132,6 +155,7 @@ async def acollect(
         action_choices=action_choices,
         first_group=first_group,
         task_options=task_options,
+        scaffold=scaffold,
     )
     venv, owned = resolve_env(env, num_episodes, group_size, num_envs, env_kwargs)
     collector = Collector(engine, venv, ChatRenderer(tokenizer), plan)
@@ -175,6 +199,7 @@ def collect(
     sampling_seed: int | None = None,
     first_group: int = 0,
     task_options: Sequence[Mapping[str, Any] | None] | None = None,
+    scaffold: Scaffold | None = None,
     **sampling: Any,
 ) -> list[Episode]:
     """``acollect`` from synchronous code: every episode, ordered by group (groups contiguous)."""
@@ -195,6 +220,7 @@ def collect(
             sampling_seed=sampling_seed,
             first_group=first_group,
             task_options=task_options,
+            scaffold=scaffold,
             **sampling,
         )
     )

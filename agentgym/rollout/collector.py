@@ -115,7 +115,8 @@ class Collector:
             self.builders[index] = EpisodeBuilder(self.env_id, index, group, seed)
             self.submitted[index] = now
         self.running[slot] = size
-        self.venv.submit_reset_group(slot, seed=seed)
+        options = self.plan.task_options
+        self.venv.submit_reset_group(slot, seed=seed, options=options and options[group])
 
     def _finish(self, builder: EpisodeBuilder) -> Episode:
         del self.builders[builder.index]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from agentgym.core.errors import ConfigError
 from agentgym.inference.base import SamplingParams
+from agentgym.rollout.scaffold import ChatScaffold, Scaffold
 from agentgym.vector import AgentVectorEnv
 
 __all__ = [
@@ -40,9 +41,9 @@ class RolloutPlan:
     sampling: SamplingParams
     max_turns: int | None
     max_context_tokens: int | None
-    history_turns: int | None = None
-    """None: the model sees the whole conversation; k: the system messages, the observation
-    k turns back and the turns since (0: only the latest observation)."""
+    scaffold: Scaffold = field(default_factory=ChatScaffold)
+    """How observations become the prompt and completions the env's actions, and the history
+    window (``agentgym.rollout.scaffold``)."""
     action_choices: bool = False
     """Constrained decoding: where the env offers ``info["action_choices"]``, the model samples
     only among those actions (``SamplingParams.choices``)."""
@@ -56,6 +57,12 @@ class RolloutPlan:
     def num_groups(self) -> int:
         return self.num_episodes // self.group_size
 
+    @property
+    def history_turns(self) -> int | None:
+        """None: the model sees the whole conversation; k: the system messages, the observation
+        k turns back and the turns since (0: only the latest observation)."""
+        return self.scaffold.history_turns
+
 
 def make_plan(
     num_episodes: int,
@@ -68,6 +75,7 @@ def make_plan(
     history_turns: int | None = None,
     action_choices: bool = False,
     first_group: int = 0,
+    scaffold: Scaffold | None = None,
     task_options: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> RolloutPlan:
     _check_int("group_size", group_size, 1, "pass group_size=1, or the GRPO group size")
@@ -99,7 +107,7 @@ def make_plan(
         sampling=make_sampling(sampling),
         max_turns=max_turns,
         max_context_tokens=max_context_tokens,
-        history_turns=history_turns,
+        scaffold=_resolve_scaffold(scaffold, history_turns),
         action_choices=_check_bool("action_choices", action_choices),
         first_group=first_group,
         task_options=options,
@@ -117,6 +125,29 @@ def _task_options(
             "pass one reset-options dict (or None) per group",
         )
     return tuple(None if o is None else dict(o) for o in task_options)
+
+
+def _resolve_scaffold(scaffold: Scaffold | None, history_turns: int | None) -> Scaffold:
+    """``scaffold``, or the default one with the window ``history_turns``."""
+    window = None if history_turns is None else int(history_turns)
+    if scaffold is None:
+        return ChatScaffold(history_turns=window)
+    if not isinstance(scaffold, Scaffold):
+        raise ConfigError(
+            "scaffold",
+            type(scaffold).__name__,
+            "is not a Scaffold (history_turns, reset_messages, step_messages, action)",
+            "pass agentgym.rollout.ChatScaffold(), ReActScaffold() or your own Scaffold",
+        )
+    if window is not None and window != scaffold.history_turns:
+        raise ConfigError(
+            "history_turns",
+            window,
+            f"differs from the scaffold's history_turns={scaffold.history_turns}",
+            "set the window on the scaffold (e.g. ReActScaffold(history_turns=2)) and leave "
+            "history_turns=None",
+        )
+    return scaffold
 
 
 def make_sampling(fields: Mapping[str, Any]) -> SamplingParams:
