@@ -234,5 +234,11 @@ def env_info(env_id: str) -> EnvInfo:
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
-    """``gym.make`` with agentgym's "did you mean" for unknown ids."""
+    """``gym.make`` with agentgym's "did you mean" for unknown ids; a multi-agent id
+    (:mod:`agentgym.multiagent`) gives its ``MultiAgentEnv``."""
+    from agentgym.multiagent.registry import is_multiagent
+    from agentgym.multiagent.registry import make as make_multiagent
+
+    if is_multiagent(env_id):
+        return make_multiagent(env_id, **kwargs)  # type: ignore[return-value]
     return gym.make(resolve_id(env_id), **kwargs)

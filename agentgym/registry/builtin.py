@@ -100,3 +100,6 @@ def register_builtin_envs() -> None:
         reward_range=(-math.inf, math.inf),
         description="Play an env served by `agentgym serve-env` or any OpenEnv server.",
     )
+    from agentgym.multiagent.registry import register_builtin_multiagent_envs
+
+    register_builtin_multiagent_envs()  # agentgym.make makes them; list_envs skips them

@@ -1,0 +1,115 @@
+"""Registering multi-agent envs: ``gymnasium.register`` under the hood, kept apart from the
+single-agent registry.
+
+A multi-agent id lives in Gymnasium's registry (so ids, versions and "did you mean" work as
+for every env) and ``agentgym.make(id)`` returns the ``MultiAgentEnv`` itself, made from the
+spec's entry point and kwargs. ``gymnasium.make`` refuses it, as PettingZoo's envs: it only
+makes ``gymnasium.Env``s, whose ``step`` is single-agent. It is not listed by
+``agentgym.list_envs`` (whose envs all pass the single-agent checkers) but by
+``list_multiagent_envs``; training code asks
+``is_multiagent(env_id)`` to pick the multi-agent collector. Nothing heavy is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from agentgym.core.errors import ConfigError
+from agentgym.registry import resolve_id
+
+if TYPE_CHECKING:
+    from agentgym.multiagent.core import MultiAgentEnv
+
+__all__ = ["MultiAgentInfo", "is_multiagent", "list_multiagent_envs", "make", "register"]
+
+
+@dataclass(frozen=True)
+class MultiAgentInfo:
+    id: str
+    entry_point: Any
+    roles: tuple[str, ...]
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+_MULTI: dict[str, MultiAgentInfo] = {}
+
+
+def register(
+    id: str,
+    entry_point: Any,
+    *,
+    roles: Iterable[str],
+    description: str = "",
+    tags: Iterable[str] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> MultiAgentInfo:
+    """Register a ``MultiAgentEnv`` under ``id`` (``namespace/Name-vN``).
+
+    Args:
+        entry_point: ``"module:Class"`` (imported only when made) or the class.
+        roles: the env's ``possible_agents`` (listed without importing it).
+        description: one line.
+        kwargs: default constructor arguments.
+    """
+    gym.register(
+        id=id,
+        entry_point=entry_point,
+        order_enforce=False,
+        disable_env_checker=True,
+        kwargs=dict(kwargs or {}),
+    )
+    info = MultiAgentInfo(
+        id, entry_point, tuple(roles), description, tuple(tags), dict(kwargs or {})
+    )
+    _MULTI[id] = info
+    return info
+
+
+def is_multiagent(env_id: object) -> bool:
+    """Whether ``env_id`` names a registered multi-agent env."""
+    return isinstance(env_id, str) and env_id in _MULTI
+
+
+def list_multiagent_envs() -> list[MultiAgentInfo]:
+    return [info for _, info in sorted(_MULTI.items())]
+
+
+def multiagent_info(env_id: str) -> MultiAgentInfo:
+    resolve_id(env_id)  # "did you mean" for a typo
+    if env_id not in _MULTI:
+        raise ConfigError(
+            "env",
+            env_id,
+            "is not a multi-agent env",
+            f"use one of {sorted(_MULTI)}, or train it as a single-agent env",
+        )
+    return _MULTI[env_id]
+
+
+def make(env_id: str, **kwargs: Any) -> MultiAgentEnv:
+    """Make the multi-agent env ``env_id`` with ``kwargs`` over its registered defaults."""
+    multiagent_info(env_id)
+    spec = gym.spec(env_id)
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    env = creator(**{**spec.kwargs, **kwargs})
+    env.spec = spec
+    return env  # type: ignore[no-any-return]
+
+
+def register_builtin_multiagent_envs() -> None:
+    register(
+        "agentgym/TicTacToe-v0",
+        "agentgym.envs.tictactoe:TicTacToeEnv",
+        roles=("x", "o"),
+        tags=("game", "two-player", "multi-agent"),
+        description="Tic-tac-toe on a 3x3 text board; x moves first; o is random by default.",
+    )
