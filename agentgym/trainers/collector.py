@@ -8,18 +8,25 @@ have. With ``world_size > 1`` each data-parallel rank plays only its share of a 
 ``r * G / world_size`` on, with the reset and sampling seeds one process would give them
 (``ShardedSource`` gathers the shares back into the batch). The tasks played are remembered
 (``seen_tasks``) so that an evaluation can hold out tasks the policy never trained on.
+
+A ``curriculum`` (``agentgym.trainers.curriculum``) gives each group reset options beside its
+seed and hears how the group fared; the default, ``uniform``, gives none, so the seed alone picks
+the task. ``records`` (and ``on_records``) describe each group played: its task, difficulty,
+tries and successes; the curriculum's state and the records' count are in ``state_dict``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentgym.core.difficulty import DIFFICULTY
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import TASK_ID
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.rollout import collect
+from agentgym.trainers.curriculum import Curriculum, Task, Uniform
 from agentgym.vector import AgentVectorEnv
 
 __all__ = ["CollectorSource", "episode_task", "shard_size"]
@@ -45,6 +52,9 @@ class CollectorSource:
         action_choices: constrained decoding among the env's ``info["action_choices"]``.
         rank, world_size: this process's data-parallel rank and the number of ranks: each
             collect plays the rank's share of the groups asked for (see the module docstring).
+        curriculum: the task sampler; None: ``uniform`` (the seed alone picks the task).
+        on_records: called with each collect call's records and the index of its first one
+            (a run folder's ``tasks.jsonl`` writer).
         sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
 
@@ -61,6 +71,8 @@ class CollectorSource:
         action_choices: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        curriculum: Curriculum | None = None,
+        on_records: Callable[[list[dict[str, Any]], int], None] | None = None,
         **sampling: Any,
     ) -> None:
         if not 0 <= rank < world_size:
@@ -78,12 +90,18 @@ class CollectorSource:
         self.position = 0
         """Groups collected so far: the next group plays reset seed ``seed + position``."""
         self.seen_tasks: set[str] = set()
+        self.curriculum: Curriculum = curriculum or Uniform([Task("all")], seed=seed)
+        self.on_records = on_records
+        self.num_records = 0
+        """Groups recorded so far (``records`` of every collect call)."""
 
     def collect(self, num_groups: int) -> list[Episode]:
         """This rank's share of ``num_groups`` groups (all of them with one rank)."""
         share = shard_size(num_groups, self.world_size)
         first = self.rank * share
         is_id = isinstance(self.env, str)
+        tasks = self.curriculum.next_tasks(num_groups)[first : first + share]
+        options = [t.options for t in tasks]
         episodes = collect(
             self.engine,
             self.env,
@@ -97,14 +115,44 @@ class CollectorSource:
             num_envs=share * self.group_size if is_id else None,
             sampling_seed=self.seed * 1_000_003 + self.position,
             first_group=first,
+            task_options=None if not any(options) else options,
             **self.sampling,
         )
+        self._record(tasks, episodes)
         self.position += num_groups
         self.seen_tasks.update(t for t in map(episode_task, episodes) if t is not None)
         return episodes
 
+    def _record(self, tasks: list[Task], episodes: list[Episode]) -> None:
+        """Tell the curriculum how each group fared, and record it."""
+        records = []
+        for j, task in enumerate(tasks):
+            group = [e for e in episodes if e.group == j]
+            outcomes = [e.success for e in group]
+            self.curriculum.update(task, outcomes)
+            info = group[0].reset_info if group else {}
+            records.append(
+                {
+                    "group": self.position + self.rank * len(tasks) + j,
+                    "task": info.get(TASK_ID),
+                    "difficulty": info.get(DIFFICULTY, task.difficulty),
+                    "curriculum_task": task.key,
+                    "tries": sum(o is not None for o in outcomes),
+                    "successes": sum(o is True for o in outcomes),
+                }
+            )
+        if self.on_records is not None:
+            self.on_records(records, self.num_records)
+        self.num_records += len(records)
+
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "position": self.position, "seen_tasks": sorted(self.seen_tasks)}
+        return {
+            "seed": self.seed,
+            "position": self.position,
+            "seen_tasks": sorted(self.seen_tasks),
+            "curriculum": self.curriculum.state_dict(),
+            "num_records": self.num_records,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if "ready" in state:  # an AsyncSource's (agentgym.trainers.pipeline)
@@ -117,6 +165,9 @@ class CollectorSource:
             )
         self.seed, self.position = int(state["seed"]), int(state["position"])
         self.seen_tasks = set(state.get("seen_tasks", ()))
+        if "curriculum" in state:  # checkpoints from before curricula: uniform, no records
+            self.curriculum.load_state_dict(state["curriculum"])
+        self.num_records = int(state.get("num_records", 0))
 
 
 def shard_size(num_groups: int, world_size: int) -> int:
