@@ -25,7 +25,7 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.info import TASK_ID
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
-from agentgym.rollout import collect
+from agentgym.rollout import Scaffold, collect
 from agentgym.trainers.curriculum import Curriculum, Task, Uniform
 from agentgym.vector import AgentVectorEnv
 
@@ -49,6 +49,8 @@ class CollectorSource:
         env_kwargs: the env's constructor arguments (env ids only).
         max_turns: most turns per episode; None: the env's own limit.
         history_turns: the policy's history window; None: the whole conversation.
+        scaffold: how observations become the prompt and completions the env's actions
+            (``agentgym.rollout.scaffold``); None: ``ChatScaffold(history_turns)``.
         action_choices: constrained decoding among the env's ``info["action_choices"]``.
         rank, world_size: this process's data-parallel rank and the number of ranks: each
             collect plays the rank's share of the groups asked for (see the module docstring).
@@ -68,6 +70,7 @@ class CollectorSource:
         env_kwargs: Mapping[str, Any] | None = None,
         max_turns: int | None = None,
         history_turns: int | None = None,
+        scaffold: Scaffold | None = None,
         action_choices: bool = False,
         rank: int = 0,
         world_size: int = 1,
@@ -84,6 +87,7 @@ class CollectorSource:
         self.env_kwargs = dict(env_kwargs or {})
         self.max_turns = max_turns
         self.history_turns = history_turns
+        self.scaffold = scaffold
         self.action_choices = action_choices
         self.sampling = sampling
         self.rank, self.world_size = rank, world_size
@@ -110,6 +114,7 @@ class CollectorSource:
             group_size=self.group_size,
             max_turns=self.max_turns,
             history_turns=self.history_turns,
+            scaffold=self.scaffold,
             action_choices=self.action_choices,
             env_kwargs=self.env_kwargs if is_id else None,
             num_envs=share * self.group_size if is_id else None,

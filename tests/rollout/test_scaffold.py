@@ -244,3 +244,18 @@ def test_bad_scaffold_arguments_raise_config_errors(tok):
     with pytest.raises(ConfigError, match="default or react"):
         make_scaffold("memory")
     assert make_scaffold("react", 2) == ReActScaffold(history_turns=2)
+
+
+def test_the_trainers_collector_source_plays_through_its_scaffold(tok):
+    from agentgym.trainers.collector import CollectorSource
+
+    engine = ScriptedEngine(tok, reply=lambda prompt, n: "Thought: t\nAction: a")
+    venv = AgentVectorEnv([lambda: ChattyEnv(max_len=3)] * 2, group_size=2)
+    source = CollectorSource(engine, venv, group_size=2, scaffold=ReActScaffold(), max_tokens=16)
+    episodes = source.collect(1)
+    venv.close()
+    assert len(episodes) == 2
+    for episode in episodes:
+        assert episode.messages[0]["content"].endswith(ReActScaffold().instructions)
+        after = episode.messages[episode.messages.index(episode.turns[0].action) + 1]
+        assert after["content"].startswith("Observation: ")
