@@ -229,14 +229,6 @@ class RunConfig(Config):
             f"are applied by the in-process engine only, not engine {self.engine}",
             "pass --no-action-choices (action_choices = false), or --engine hf",
         )
-        require(
-            not (served and self.config.max_staleness),
-            self,
-            "engine",
-            f"cannot collect ahead: max_staleness={self.config.max_staleness} (asynchronous "
-            "training) runs with the in-process engine only",
-            "use --engine hf, or max_staleness = 0",
-        )
 
     @classmethod
     def _field_types(cls) -> dict[str, Any]:

@@ -27,8 +27,15 @@ the thread samples from has weights of its own. An ``HFEngine`` sharing the trai
 while the pipeline runs. After each update the main thread snapshots the policy's weights
 (``Trainer.policy_state_dict``, a collective under ZeRO-3, so never in the thread); the thread
 loads a batch's snapshot into its engine before collecting it. ``close`` gives a detached engine
-back to the trainer with the newest weights. A server engine (``weight_sync.ServerPolicy``) is
-not supported yet: its version tags are taken at push time.
+back to the trainer with the newest weights.
+
+A server engine (``weight_sync.ServerPolicy``: SGLang, ``agentgym serve``) holds one set of
+weights, the newest: the thread generates on it while the main thread updates, and
+``Trainer.step`` pushes after each update from the main thread (the policy holds new completions
+and waits for those running, then the server pauses, loads from disk, flushes and continues).
+A batch queued at version ``v`` is then sampled by ``v`` or newer ones, so turns are not bound
+to the queueing version: each records the version that sampled it, which the server reports.
+An episode whose turns straddle a push is kept; its version for staleness is its oldest turn's.
 
 Checkpoints persist the batches in flight: ``state_dict`` waits for the queued collections to
 finish and saves their episodes (every rank's, gathered into rank 0's checkpoint) with the
@@ -177,15 +184,18 @@ class AsyncSource:
             return
         from agentgym.inference.hf import HFEngine
         from agentgym.trainers.colocate import engine_copy
+        from agentgym.trainers.weight_sync import ServerPolicy
 
         trainer = self.trainer
+        if isinstance(engine, ServerPolicy):  # turns come tagged; the trainer pushes
+            return
         if not isinstance(engine, HFEngine):
             raise ConfigError(
                 "engine",
                 type(engine).__name__,
-                "cannot collect ahead yet: asynchronous training loads weights into an "
-                "in-process HFEngine from its collection thread",
-                "use the in-process engine (--engine hf), or max_staleness=0",
+                "cannot collect ahead: asynchronous training needs an in-process HFEngine or "
+                "a server the trainer pushes to (weight_sync.attach_server)",
+                "use --engine hf or --engine sglang, or max_staleness=0",
             )
         if engine.model is trainer.module.policy:  # shared parameters: collect on a copy
             device = str(next(engine.model.parameters()).device)

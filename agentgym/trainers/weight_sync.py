@@ -18,7 +18,17 @@ with; ``Trainer.load`` pushes again on resume. With data-parallel ranks sharing 
 rank 0 writes and pushes while the others wait for it. Completions carry the trainer's version
 (weights the trainer never pushed map to None), and
 ``Trainer.step`` refuses a batch holding a sample of version None or of a version this trainer
-did not push (``UnknownPolicyVersion``). A server that fails to load the weights, or cannot be
+did not push (``UnknownPolicyVersion``); the versions pushed are kept in ``trainer.state``
+(``pushed_versions``), so a resumed run knows those of the batches its checkpoint persisted.
+
+A push never lands inside a completion: asynchronous training (``max_staleness`` >= 1)
+generates from a background thread while the main thread updates and pushes. Every call to the
+server runs on one event loop of the ``ServerPolicy``'s own (its HTTP client is bound to a
+loop), and a push first holds new completions and waits for those running (on every rank, then
+a barrier), so each completion, hence each turn, was sampled by one version, the one it records.
+Only the load is held: the model directory is written while generation goes on.
+
+A server that fails to load the weights, or cannot be
 reached while generating, stops the run with ``InferenceServerError``: the last checkpoint is
 untouched, and ``--resume`` continues from it once the server is back.
 
@@ -33,9 +43,10 @@ import asyncio
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
@@ -58,6 +69,8 @@ __all__ = [
     "check_versions",
     "in_process",
 ]
+
+T = TypeVar("T")
 
 RESUME_FIX = "restart the server and rerun with --resume (the last checkpoint is intact)"
 START_FIX = "start the server (or correct --engine-url) and rerun the same command"
@@ -116,6 +129,7 @@ class PushingTrainer(Protocol):
     step_count: int
     backend: Backend
     tokenizer: Any
+    state: dict[str, Any]
 
     def attach_engine(self, engine: InferenceEngine | None) -> None: ...
 
@@ -155,33 +169,92 @@ class ServerPolicy:
         self.pushed: set[int] = set()
         """Every version this trainer pushed."""
         self._versions: dict[int, int] = {}  # the server's weight_version -> the trainer's
+        self._loop: asyncio.AbstractEventLoop | None = None  # every server call runs on it
+        self._thread: threading.Thread | None = None
+        self._running = 0  # completions under way (on the loop)
+        self._idle = asyncio.Event()  # no completion under way
+        self._open = asyncio.Event()  # not held for a push
+        self._idle.set()
+        self._open.set()
+
+    async def _home(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this policy's loop (started on first use) and wait for it."""
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=loop.run_forever, name="agentgym-server-client", daemon=True
+            )
+            thread.start()
+            self._loop, self._thread = loop, thread
+        if asyncio.get_running_loop() is self._loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def generate(
         self, prompt_token_ids: Sequence[int], sampling: SamplingParams
     ) -> Completion:
+        return await self._home(self._generate(prompt_token_ids, sampling))
+
+    async def _generate(self, prompt: Sequence[int], sampling: SamplingParams) -> Completion:
+        await self._open.wait()  # held while a push loads new weights
+        self._running += 1
+        self._idle.clear()
         try:
-            completion = await self.engine.generate(prompt_token_ids, sampling)
+            completion = await self.engine.generate(prompt, sampling)
         except InfraError as error:
             raise InferenceServerError(
                 f"the inference server at {self.url} failed while generating: {error}. "
                 f"Fix: {RESUME_FIX}."
             ) from error
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._idle.set()
         served = completion.weight_version
         completion.weight_version = None if served is None else self._versions.get(served)
         return completion
 
+    async def _hold(self) -> None:
+        """Hold new completions and wait for those under way (on the loop)."""
+        self._open.clear()
+        await self._idle.wait()
+
+    async def _release(self) -> None:
+        self._open.set()
+
     async def update_weights(self, weights: Mapping[str, Tensor]) -> None:
         """Write ``weights`` as ``<weights_dir>/step-<n>`` and have the server load it (rank 0;
-        every rank calls it and waits for rank 0's push, so no rank samples old weights)."""
+        every rank calls it and holds its completions until rank 0's push is done, so no rank
+        samples old weights after it, and no completion spans it)."""
         version = self.trainer.step_count
         backend = self.trainer.backend
         failure: BaseException | None = None
         served: Any = version
+        path = None
         if backend.rank == 0:
             try:
-                served = await self._push(version, weights)
-            except BaseException as error:  # every rank hears of it, then rank 0 raises it
+                path = await asyncio.to_thread(self._write, version, weights)
+            except BaseException as error:
                 failure = error
+        await self._home(self._hold())
+        try:
+            if backend.world_size > 1:  # every rank's completions are held before the load
+                backend.all_reduce(torch.zeros(1))
+            if path is not None:
+                try:
+                    served = await self._home(self._load(version, path))
+                except BaseException as error:  # every rank hears of it, then rank 0 raises
+                    failure = error
+            self._check_all_pushed(failure, version)
+        finally:
+            await self._home(self._release())
+        if isinstance(served, int):
+            self._versions[served] = version
+        self.version = version
+        self._record(version)
+
+    def _check_all_pushed(self, failure: BaseException | None, version: int) -> None:
+        backend = self.trainer.backend
         if backend.world_size > 1:
             failed = torch.tensor([float(failure is not None)])
             if backend.all_reduce(failed).item() > 0 and failure is None:
@@ -191,14 +264,19 @@ class ServerPolicy:
                 )
         if failure is not None:
             raise failure
-        if isinstance(served, int):
-            self._versions[served] = version
-        self.version = version
-        self.pushed.add(version)
 
-    async def _push(self, version: int, weights: Mapping[str, Tensor]) -> Any:
-        """Write and load version ``version``; returns the number the server now reports."""
-        path = await asyncio.to_thread(self._write, version, weights)
+    def _record(self, version: int) -> None:
+        """``version`` is known: here, and in the trainer's checkpointed state."""
+        self.pushed.add(version)
+        state = getattr(self.trainer, "state", None)
+        if isinstance(state, dict):
+            known = set(state.get("pushed_versions", ()))
+            self.pushed |= known
+            state["pushed_versions"] = sorted(known | {version})
+
+    async def _load(self, version: int, path: Path) -> Any:
+        """Have the server load ``path`` as version ``version``; returns the number the server
+        now reports."""
         from agentgym.inference.sglang import SGLangEngine
 
         if isinstance(self.engine, SGLangEngine):
@@ -235,7 +313,11 @@ class ServerPolicy:
 
     def check(self, episodes: Iterable[Episode]) -> None:
         """Raise ``UnknownPolicyVersion`` if an episode holds a turn of version None or of a
-        version this trainer did not push."""
+        version this trainer did not push (in this process, or before the checkpoint it
+        resumed from)."""
+        state = getattr(self.trainer, "state", None)
+        if isinstance(state, dict):
+            self.pushed |= set(state.get("pushed_versions", ()))
         for episode in episodes:
             for version in episode.weight_versions:
                 if version is None or version not in self.pushed:
@@ -248,7 +330,17 @@ class ServerPolicy:
                     )
 
     async def close(self) -> None:
-        await self.engine.close()
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            await self.engine.close()
+            return
+        try:
+            await self._home(self.engine.close())
+        finally:
+            self._loop = self._thread = None
+            loop.call_soon_threadsafe(loop.stop)
+            await asyncio.to_thread(thread.join)
+            loop.close()
 
 
 def check_versions(engine: Any, episodes: Iterable[Episode]) -> None:

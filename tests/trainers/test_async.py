@@ -239,12 +239,12 @@ def test_frozenlake_collects_on_a_copy_with_the_weights_of_the_version_it_record
     assert trainer.engine is shared
 
 
-def test_agentgym_train_refuses_async_collection_from_a_server():
+def test_agentgym_train_takes_async_collection_from_a_server():
     from agentgym.recipes.config import Layer, resolve_run
 
     settings = {"engine": "sglang", "engine_url": "http://127.0.0.1:1", "action_choices": False}
-    with pytest.raises(ConfigError, match="in-process engine only"):
-        resolve_run(Layer("--set", {**settings, "config": {"max_staleness": 1}}))
+    run = resolve_run(Layer("--set", {**settings, "config": {"max_staleness": 1}}))
+    assert (run.engine, run.config.max_staleness) == ("sglang", 1)
     assert resolve_run(Layer("--set", {"config": {"max_staleness": 2}})).config.max_staleness == 2
 
 
