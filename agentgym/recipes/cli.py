@@ -78,6 +78,8 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--seed", "seed", {"type": int}),
     ("--env-kwargs", "env_kwargs", {"metavar": "JSON|K=V,..."}),
     ("--train-env-kwargs", "train_env_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--curriculum", "curriculum", {"choices": ["uniform", "schedule", "adaptive"]}),
+    ("--curriculum-kwargs", "curriculum_kwargs", {"metavar": "JSON|K=V,..."}),
     ("--env-workers", "env_workers", {"choices": ["thread", "process", "ray"]}),
     ("--max-turns", "max_turns", {"type": int}),
     ("--history-turns", "history_turns", {"metavar": "K|all"}),
@@ -231,7 +233,7 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
         layers.append(Layer(str(args.config), _read_file(args.config)))
     for flag, name, _ in _TRAIN_FLAGS:
         value = getattr(args, name, None)
-        if value is not None and name in ("env_kwargs", "train_env_kwargs"):
+        if value is not None and name in ("env_kwargs", "train_env_kwargs", "curriculum_kwargs"):
             value = _kwargs(value, flag)
         if value is not None:
             layers.append(Layer(flag, {name: value}))

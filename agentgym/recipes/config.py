@@ -42,7 +42,7 @@ __all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window",
 
 DEFAULT_ENV = "agentgym/FrozenLake-v0"
 DEFAULT_ALGO = "grpo"
-TABLES = ("config", "options", "env_kwargs", "train_env_kwargs")
+TABLES = ("config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs")
 """The tables of a run file: a layer merges into them key by key."""
 
 
@@ -101,6 +101,13 @@ class RunConfig(Config):
     train_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Env arguments of training episodes only, over env_kwargs; evaluation plays the env
     without them (e.g. a penalty that shapes training)."""
+    curriculum: Literal["uniform", "schedule", "adaptive"] = "uniform"
+    """Which training tasks are played: uniform (the seed picks them, as without a
+    curriculum), schedule (the env's difficulty levels, easiest first) or adaptive (tasks the
+    policy sometimes solves first); docs/curriculum.md."""
+    curriculum_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """The curriculum's parameters (e.g. threshold, min_tries, floor, decay, tasks_per_level);
+    docs/curriculum.md lists them."""
     env_workers: Literal["thread", "process", "ray"] | None = None
     """Where training episodes' envs run: None (where the env asks), thread, process, or ray
     (Ray actors, one pool for the whole run; a local Ray unless RAY_ADDRESS names a cluster)."""

@@ -6,8 +6,10 @@
 
 The run folder ``out`` holds ``run.json`` (the resolved ``RunConfig`` in the run-file format,
 and the trainer's config), ``metrics.jsonl``,
-``tensorboard/``, ``curves.png``, ``checkpoints/`` and, at the end, ``summary.json``: success
-before training and after (Wilson 95% intervals), after also on tasks the run never trained on.
+``tensorboard/``, ``curves.png``, ``checkpoints/``, ``tasks.jsonl`` (each group played: its task,
+difficulty, tries and successes, as the run's curriculum drew it) and, at the end,
+``summary.json``: success before training and after (Wilson 95% intervals), after also on tasks
+the run never trained on.
 Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues from it.
 """
 
@@ -153,6 +155,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
     else:
         engine = _server_engine(run, trainer, out)
     env, env_kwargs = _training_env(run, trainer.backend.world_size)
+    curriculum = _curriculum(run, trainer.backend.world_size)
     source = CollectorSource(
         engine,
         env,
@@ -164,6 +167,8 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         action_choices=run.action_choices,
         temperature=run.config.temperature,
         max_tokens=run.config.max_new_tokens,
+        curriculum=curriculum,
+        on_records=TaskLog(out / "tasks.jsonl") if trainer.backend.rank == 0 else None,
     )
     if trainer.backend.world_size > 1:  # each rank plays its share of every batch
         from agentgym.trainers.collector import shard_size
@@ -173,6 +178,44 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         source.rank, source.world_size = trainer.backend.rank, trainer.backend.world_size
         return trainer, ShardedSource(source, trainer.backend)
     return trainer, source
+
+
+def _curriculum(run: RunConfig, world_size: int) -> Any:
+    """The run's curriculum over the training env's tasks (its declared difficulty levels)."""
+    from agentgym.trainers.curriculum import Task, make_curriculum, task_set
+
+    if run.curriculum == "uniform":
+        return make_curriculum("uniform", [Task("all")], seed=run.seed, **run.curriculum_kwargs)
+    if world_size > 1:
+        raise ConfigError(
+            "curriculum",
+            run.curriculum,
+            "runs in one process only: each rank would hear only its own groups' outcomes",
+            "train with --curriculum uniform over several ranks, or on one",
+        )
+    params = dict(run.curriculum_kwargs)
+    per_level = params.pop("tasks_per_level", None)
+    kwargs = {**run.env_kwargs, **run.train_env_kwargs}
+    tasks = task_set(run.env, kwargs, tasks_per_level=per_level, seed=run.seed)
+    return make_curriculum(run.curriculum, tasks, seed=run.seed, **params)
+
+
+class TaskLog:
+    """``tasks.jsonl``: one line per group played. A resumed run cuts the lines written after
+    its checkpoint (the source's record count) before adding its own."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: int | None = None  # lines in the file, once read
+
+    def __call__(self, records: list[dict[str, Any]], first: int) -> None:
+        if self.lines != first:
+            kept = self.path.read_text().splitlines()[:first] if self.path.is_file() else []
+            self.path.write_text("".join(f"{line}\n" for line in kept))
+            self.lines = len(kept)
+        with self.path.open("a") as file:
+            file.writelines(json.dumps(r, default=str) + "\n" for r in records)
+        self.lines += len(records)
 
 
 def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, Any]:
