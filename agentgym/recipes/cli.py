@@ -84,6 +84,8 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--max-turns", "max_turns", {"type": int}),
     ("--history-turns", "history_turns", {"metavar": "K|all"}),
     ("--action-choices", "action_choices", {"action": argparse.BooleanOptionalAction}),
+    ("--train-roles", "train_roles", {"metavar": "ROLE,..."}),
+    ("--role-policies", "role_policies", {"metavar": "JSON|ROLE=NAME,..."}),
     ("--eval-episodes", "eval_episodes", {"type": int}),
     ("--eval-temperature", "eval_temperature", {"type": float}),
     ("--checkpoint-every", "checkpoint_every", {"type": int}),
@@ -98,6 +100,9 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),
 )
+
+
+_MAPPING_FLAGS = ("env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies")
 
 
 # Shortcuts for fields of the run file's tables: each flag sets ``table.field`` (a [config]
@@ -233,7 +238,7 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
         layers.append(Layer(str(args.config), _read_file(args.config)))
     for flag, name, _ in _TRAIN_FLAGS:
         value = getattr(args, name, None)
-        if value is not None and name in ("env_kwargs", "train_env_kwargs", "curriculum_kwargs"):
+        if value is not None and name in _MAPPING_FLAGS:
             value = _kwargs(value, flag)
         if value is not None:
             layers.append(Layer(flag, {name: value}))

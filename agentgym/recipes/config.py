@@ -42,7 +42,9 @@ __all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window",
 
 DEFAULT_ENV = "agentgym/FrozenLake-v0"
 DEFAULT_ALGO = "grpo"
-TABLES = ("config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs")
+TABLES = (
+    "config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies"
+)
 """The tables of a run file: a layer merges into them key by key."""
 
 
@@ -121,6 +123,12 @@ class RunConfig(Config):
     action_choices: bool = False
     """Constrained decoding, in training and evaluation: the policy samples only among the
     env's info['action_choices'] (FrozenLake's four moves), so RL learns only which action."""
+    train_roles: str | None = None
+    """Multi-agent envs (docs/multiagent.md): the roles the policy plays and learns,
+    comma-separated (e.g. x); None: the env's first role."""
+    role_policies: Mapping[str, Any] = field(default_factory=dict)
+    """Multi-agent envs: the other roles' scripted policies by name (e.g. o = "heuristic");
+    roles left out get the env's defaults."""
     micro_batch_tokens: int | None = None
     """Token budget of a training micro-batch; None: the backend's default."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"

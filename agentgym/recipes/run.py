@@ -25,6 +25,9 @@ from typing import Any
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
+from agentgym.multiagent.registry import is_multiagent
+from agentgym.multiagent.train import evaluate_roles
+from agentgym.multiagent.train import run_source as multiagent_source
 from agentgym.recipes.config import RunConfig
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
 from agentgym.trainers.collector import CollectorSource
@@ -154,6 +157,8 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
     else:
         engine = _server_engine(run, trainer, out)
+    if is_multiagent(run.env):  # docs/multiagent.md: train some roles against the others
+        return trainer, multiagent_source(run, engine, trainer.backend.world_size)
     env, env_kwargs = _training_env(run, trainer.backend.world_size)
     curriculum = _curriculum(run, trainer.backend.world_size)
     source = CollectorSource(
@@ -241,6 +246,8 @@ def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, A
 
 
 def _evaluate(run: RunConfig, trainer: Any) -> EvalResult:
+    if is_multiagent(run.env):
+        return evaluate_roles(run, trainer.engine, EVAL_SEED + run.seed)
     return evaluate(
         trainer.engine,
         run.env,
