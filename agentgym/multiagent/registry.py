@@ -113,3 +113,11 @@ def register_builtin_multiagent_envs() -> None:
         tags=("game", "two-player", "multi-agent"),
         description="Tic-tac-toe on a 3x3 text board; x moves first; o is random by default.",
     )
+    register(
+        "agentgym/MathSolverJudge-v0",
+        "agentgym.envs.math.judge:MathSolverJudgeEnv",
+        roles=("solver", "judge"),
+        tags=("math", "workflow", "multi-agent"),
+        description="A solver answers a Math-v0 problem; a judge's verdict is graded by the "
+        "verifier.",
+    )
