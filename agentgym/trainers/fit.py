@@ -33,6 +33,7 @@ from agentgym.trainers.source import EpisodeSource
 
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
+    from agentgym.trainers.guards import Guards
     from agentgym.trainers.trainer import Trainer
 
 __all__ = ["MetricsLog", "fit"]
@@ -128,32 +129,40 @@ def _attach(
         source.engine = synced
 
 
-def _prune(directory: Path, keep: int) -> None:
+def _prune(directory: Path, keep: int, protect: int | None = None) -> None:
+    """Keep the newest ``keep`` checkpoints, and the one of update ``protect`` (a guard's)."""
     steps = sorted(
         (int(p.name.removeprefix("step-")), p)
         for p in directory.glob("step-*")
         if (p / MANIFEST).is_file()
     )
-    for _, path in steps[:-keep]:
-        shutil.rmtree(path, ignore_errors=True)
+    for step, path in steps[:-keep]:
+        if step != protect:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class _RunFolder:
     """``out``: its metrics log (rank 0) and checkpoints."""
 
-    def __init__(self, out: Path, trainer: Trainer, keep: int) -> None:
-        self.out, self.trainer, self.keep = out, trainer, keep
+    def __init__(self, out: Path, trainer: Trainer, keep: int, guards: Guards | None) -> None:
+        self.out, self.trainer, self.keep, self.guards = out, trainer, keep, guards
         rank0 = trainer.backend.rank == 0
         self.log = MetricsLog(out / "metrics.jsonl") if rank0 else None
+        if guards is not None:
+            guards.attach(out, trainer.backend.rank)
 
     def start(self, source: EpisodeSource, resume: bool) -> None:
         latest = find_latest(self.out / "checkpoints") if resume else None
         if latest is None:  # a fresh run, or one killed before its first checkpoint
             if self.log is not None:
                 self.log.truncate(0)
+            if self.guards is not None:
+                self.guards.load_state_dict(None)
             return
         self.trainer.load(latest)
         source.load_state_dict(self.trainer.state["source"])
+        if self.guards is not None:
+            self.guards.load_state_dict(self.trainer.state.get("guards"))
         if self.log is not None:
             self.log.truncate(int(self.trainer.state.get("log_size", 0)))
 
@@ -165,9 +174,43 @@ class _RunFolder:
         trainer = self.trainer
         log_size = self.log.size() if self.log is not None else 0
         trainer.state.update(source=source.state_dict(), log_size=log_size)
+        protect = None
+        if self.guards is not None:
+            trainer.state["guards"] = self.guards.state_dict()
+            protect = self.guards.protected(self.out / "checkpoints", trainer.step_count)
         trainer.save(self.out / "checkpoints" / f"step-{trainer.step_count:08d}")
         if trainer.backend.rank == 0:
-            _prune(self.out / "checkpoints", self.keep)
+            _prune(self.out / "checkpoints", self.keep, protect)
+
+
+def _update(trainer: Trainer, episodes: EpisodeSource, guards: Guards | None) -> dict[str, Any]:
+    """Collect a batch and step on it; the metrics joined over ranks (``update`` 0: DAPO's
+    dynamic sampling wants more groups)."""
+    from agentgym.trainers.sharding import reduce_metrics
+
+    batch = episodes.collect(trainer.config.groups_per_batch)
+    step_metrics = trainer.step(batch)
+    if guards is not None:  # rates over the episodes, before admission drops any
+        step_metrics.update(guards.episode_metrics(batch, bool(step_metrics["update"])))
+    metrics = reduce_metrics(step_metrics, trainer.backend)
+    metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
+    return metrics
+
+
+def _record(
+    run: _RunFolder | None, guards: Guards | None, metrics: dict[str, Any], source: EpisodeSource
+) -> str | None:
+    """Log an update's metrics; the guards' verdict on them (``stop``, ``rollback``: done)."""
+    if run is not None:
+        run.record(metrics)
+    return guards.check(metrics, run, source) if guards is not None else None
+
+
+def _asked(should_stop: Callable[[], bool] | None, trainer: Trainer) -> bool:
+    """Whether ``should_stop`` says so on any rank (collective)."""
+    from agentgym.trainers.sharding import any_rank
+
+    return should_stop is not None and any_rank(should_stop(), trainer.backend)
 
 
 def fit(
@@ -184,6 +227,7 @@ def fit(
     engine_device: str = "auto",
     engine: InferenceEngine | None = None,
     weights_dir: str | os.PathLike[str] | None = None,
+    guards: Guards | None = None,
 ) -> list[dict[str, float]]:
     """Train until ``trainer.step_count == steps``; returns this call's update metrics.
 
@@ -206,6 +250,8 @@ def fit(
             (``agentgym.trainers.weight_sync``: pushed before the first collect, then after
             every update).
         weights_dir: Where the model directories for a server go; None: ``<out>/weights``.
+        guards: Failure-mode monitors (``agentgym.trainers.guards``), checked after every
+            update: they warn, stop the run, or roll it back to a good checkpoint of ``out``.
     """
     for name, value in (
         ("steps", steps),
@@ -216,29 +262,26 @@ def fit(
             raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
     folder = out if weights_dir is None else weights_dir
     _attach(trainer, engine, source, folder, weights_dir is None)
-    from agentgym.trainers.sharding import any_rank, reduce_metrics
-
     episodes = pipelined(_source_for(trainer, source, engine_device), trainer)
-    run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints)
+    run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints, guards)
     if run is not None:
         run.start(episodes, resume)
     history = []
     try:
         while trainer.step_count < steps:
-            batch = episodes.collect(trainer.config.groups_per_batch)
-            metrics = reduce_metrics(trainer.step(batch), trainer.backend)
-            metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
+            metrics = _update(trainer, episodes, guards)
             if not metrics["update"]:
                 continue  # dynamic sampling wants more groups
             history.append(metrics)
             if on_metrics is not None:
                 on_metrics(metrics)
-            stop = should_stop is not None and any_rank(should_stop(), trainer.backend)
-            if run is not None:
-                run.record(metrics)
-                due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
-                if due or stop:
-                    run.checkpoint(episodes)
+            verdict = _record(run, guards, metrics, episodes)
+            if verdict == "rollback":
+                continue  # back at a good checkpoint, written again with the guards' state
+            stop = verdict == "stop" or _asked(should_stop, trainer)
+            due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
+            if run is not None and (due or stop):
+                run.checkpoint(episodes)
             if stop:
                 break
     finally:

@@ -91,6 +91,8 @@ class Trainer:
         # Ranks sharing prefixes in different micro-batches would run different numbers of
         # forward passes, and ZeRO-3 gathers parameters in each: one process only.
         share, chunk = backend.world_size == 1, self.options.logits_chunk
+        self.lr_scale = 1.0
+        """A multiplier of the learning-rate schedule (a guard's rollback lowers it); saved."""
         self.lora = None
         if self.options.lora_rank:
             opts = self.options
@@ -158,7 +160,16 @@ class Trainer:
     def _make_scheduler(
         self, optimizer: torch.optim.Optimizer
     ) -> torch.optim.lr_scheduler.LRScheduler:
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(self.options))
+        factor = lr_factor(self.options)
+        self._scheduled = optimizer
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: factor(s) * self.lr_scale)
+
+    def set_lr_scale(self, scale: float) -> None:
+        """Multiply the learning-rate schedule by ``scale`` (instead of the scale before), from
+        the next optimizer step on."""
+        for group in self._scheduled.param_groups:
+            group["lr"] *= scale / self.lr_scale
+        self.lr_scale = scale
 
     # -- training ---------------------------------------------------------------------------
 
@@ -304,7 +315,8 @@ class Trainer:
             self.tokenizer.save_pretrained(directory)
 
     def _trainer_state(self) -> dict[str, Any]:
-        return {"step": self.step_count, "state": self.state, "sampler": self.sampler}
+        state = {"step": self.step_count, "state": self.state, "sampler": self.sampler}
+        return {**state, "lr_scale": self.lr_scale}
 
     def _manifest(self) -> dict[str, Any]:
         return {
@@ -332,6 +344,7 @@ class Trainer:
         # Our own pickle (the sampler holds episodes): load only checkpoints you trust.
         state = torch.load(inner / "state.pt", weights_only=False)
         self.step_count, self.state, self.sampler = state["step"], state["state"], state["sampler"]
+        self.lr_scale = float(state.get("lr_scale", 1.0))
         checkpoint.load_rng_state(inner / "rng", self.backend.rank)
         self.push_weights()
         return path

@@ -1,0 +1,412 @@
+"""Failure-mode guards: monitors over a run's metrics, each with a declared action.
+
+::
+
+    guards = Guards(GuardsConfig.from_dict({"entropy_collapse": {"action": "stop"}}))
+    fit(trainer, source, steps=150, out="runs/r1", guards=guards)
+    guards.events  # [{"update": 61, "monitor": "entropy_collapse", "action": "rollback", ...}]
+
+After every update each monitor compares one metric with its threshold; a monitor trips when the
+metric has been on the wrong side for ``patience`` updates in a row, and then acts once per such
+streak:
+
+- ``warn``: an event is recorded, training goes on;
+- ``stop``: the run checkpoints and ends;
+- ``rollback``: the run goes back to the newest checkpoint written before the streak began (its
+  policy produced the last good update), the learning rate is multiplied by ``lr_factor``, the
+  checkpoints after it are deleted and the metrics rows after it move to
+  ``metrics.rolled_back.jsonl``; after ``max_rollbacks`` rollbacks, or with no such checkpoint,
+  the run stops instead.
+
+Events go to ``<out>/guards.jsonl`` (one line each), to ``Guards.events`` and, through
+``agentgym train``, to ``summary.json`` and the curves. The guards' state (streaks, baselines,
+rollbacks done, the learning-rate scale, events) is part of every checkpoint, so a run resumed
+after a rollback continues exactly as if it had not stopped. The monitors, their defaults and
+why they are conservative: ``docs/guards.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from agentgym.core.config import Config
+from agentgym.core.errors import ConfigError
+from agentgym.core.types import Episode
+
+__all__ = ["MONITORS", "Guards", "GuardsConfig", "MonitorConfig"]
+
+EVENTS_FILE = "guards.jsonl"
+ROLLED_BACK_FILE = "metrics.rolled_back.jsonl"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorConfig(Config):
+    """One monitor's settings (a ``[guards.<monitor>]`` table); each monitor's defaults are in
+    ``MONITORS``."""
+
+    action: Literal["warn", "stop", "rollback", "off"] = "warn"
+    """What a trip does: warn (record an event), stop, rollback, or off (not checked)."""
+    threshold: float = 0.0
+    """The limit (its meaning per monitor: docs/guards.md)."""
+    patience: int = 1
+    """Updates in a row on the wrong side of the limit before the monitor trips."""
+    relative: float | None = None
+    """entropy_collapse: also trips below this fraction of the early entropy; length_blowup:
+    the ratio to the recent median that trips it."""
+    warmup: int = 5
+    """Updates that set a baseline (the early entropy; the window of recent lengths is 4x)."""
+    min_success: float | None = None
+    """entropy_collapse: only counts updates whose batch success rate is below this (a policy
+    that solves its tasks may be nearly deterministic); None: every update."""
+
+    _bounds: ClassVar[dict[str, str]] = {"patience": ">= 1", "warmup": ">= 1", "relative": "> 0"}
+
+    @classmethod
+    def _unknown_key_rule(cls) -> str:
+        return "is not a monitor setting"
+
+
+@dataclass(frozen=True)
+class _Monitor:
+    metric: str
+    below: bool  # trips below the limit (else above)
+    defaults: MonitorConfig
+
+
+MONITORS: dict[str, _Monitor] = {
+    "entropy_collapse": _Monitor(
+        "entropy",
+        True,
+        MonitorConfig(
+            action="rollback", threshold=0.02, relative=0.02, patience=5, min_success=0.5
+        ),
+    ),
+    "kl_spike": _Monitor("approx_kl", False, MonitorConfig(threshold=1.0)),
+    "reward_range": _Monitor("guards/return_excess", False, MonitorConfig(threshold=1e-6)),
+    "length_blowup": _Monitor(
+        "response_tokens_mean", False, MonitorConfig(relative=4.0, patience=3)
+    ),
+    "valid_action_drop": _Monitor(
+        "guards/valid_action_rate", True, MonitorConfig(threshold=0.3, patience=5)
+    ),
+    "infra_errors": _Monitor(
+        "guards/infra_error_rate", False, MonitorConfig(action="stop", threshold=0.5, patience=3)
+    ),
+    "reward_hacking": _Monitor("guards/flagged_rate", False, MonitorConfig(threshold=0.0)),
+}
+"""The monitors by name: the metric each watches, its direction and its defaults."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settings(Config):
+    enabled: bool = True
+    """False (agentgym train --guards off): no monitor runs."""
+    max_rollbacks: int = 2
+    """Rollbacks a run may take; a trip after them stops the run."""
+    lr_factor: float = 0.5
+    """Each rollback multiplies the learning rate by this."""
+    rollback_margin: int = 0
+    """Extra updates a rollback goes back beyond the last good one."""
+    reward_range: tuple[float, float] | None = None
+    """[low, high] of an episode's return; None: the env's registered range where the run
+    plays it with its default rewards (agentgym train), else reward_range is not checked."""
+
+    _bounds: ClassVar[dict[str, str]] = {
+        "max_rollbacks": ">= 0",
+        "lr_factor": "in (0, 1)",
+        "rollback_margin": ">= 0",
+    }
+
+    @classmethod
+    def _unknown_key_rule(cls) -> str:
+        return f"is not a guards setting or monitor ({', '.join(MONITORS)})"
+
+
+@dataclass(frozen=True)
+class GuardsConfig:
+    """The run's ``[guards]`` table: settings, and a table per monitor over its defaults."""
+
+    settings: _Settings = field(default_factory=_Settings)
+    monitors: Mapping[str, MonitorConfig] = field(
+        default_factory=lambda: {name: m.defaults for name, m in MONITORS.items()}
+    )
+    flag_keys: tuple[str, ...] = ("tampering",)
+    """Info keys by which envs flag reward hacking (a truthy value on any step flags the
+    episode); reward_hacking watches the fraction of flagged episodes."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | str | None) -> GuardsConfig:
+        """From a ``[guards]`` table, or ``"default"`` / ``"off"`` / None (default)."""
+        if data is None or data == "default":
+            data = {}
+        elif data == "off":
+            data = {"enabled": False}
+        if not isinstance(data, Mapping):
+            raise ConfigError("guards", data, "is not default, off or a table", "pass off")
+        monitors = {}
+        for name, monitor in MONITORS.items():
+            table = data.get(name, {})
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"guards.{name}", table, "is not a table", "write a table")
+            try:
+                merged = {**dataclasses.asdict(monitor.defaults), **table}
+                monitors[name] = MonitorConfig.from_dict(merged)
+            except ConfigError as error:
+                name_ = f"guards.{name}.{error.name}"
+                raise ConfigError(name_, error.value, error.rule, error.fix) from None
+        rest = {k: v for k, v in data.items() if k not in MONITORS and k != "flag_keys"}
+        keys = data.get("flag_keys", ("tampering",))
+        if not isinstance(keys, list | tuple) or not all(isinstance(k, str) for k in keys):
+            raise ConfigError("guards.flag_keys", keys, "is not a list of info keys", "e.g. []")
+        try:
+            settings = _Settings.from_dict(rest)
+        except ConfigError as error:
+            raise ConfigError(f"guards.{error.name}", error.value, error.rule, error.fix) from None
+        return cls(settings, monitors, tuple(keys))
+
+
+def _fresh_monitor_state() -> dict[str, Any]:
+    return {"streak": 0, "start": None, "history": []}
+
+
+class Guards:
+    """The monitors of ``config`` over one run; pass it to ``fit(..., guards=...)``."""
+
+    def __init__(
+        self,
+        config: GuardsConfig | None = None,
+        *,
+        reward_range: tuple[float, float] | None = None,
+    ) -> None:
+        self.config = config or GuardsConfig()
+        settings = self.config.settings
+        self.reward_range = settings.reward_range or reward_range
+        self.monitors = {
+            name: cfg
+            for name, cfg in self.config.monitors.items()
+            if cfg.action != "off" and settings.enabled
+        }
+        if self.reward_range is None:
+            self.monitors.pop("reward_range", None)
+        self.rollbacks, self.lr_scale = 0, 1.0
+        self.events: list[dict[str, Any]] = []
+        self.state: dict[str, dict[str, Any]] = {n: _fresh_monitor_state() for n in self.monitors}
+        self.out: Path | None = None
+        self._pending: list[float] = [0.0] * 5
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.monitors)
+
+    # -- episodes -------------------------------------------------------------------------
+
+    def episode_metrics(self, episodes: Sequence[Episode], update: bool) -> dict[str, float]:
+        """Rates over the episodes collected for an update (several collect calls when DAPO's
+        dynamic sampling asks for more): ``guards/infra_error_rate``, ``guards/flagged_rate``,
+        ``guards/valid_action_rate`` (of steps that say ``invalid_action``) and
+        ``guards/return_excess`` (how far a return lies outside ``reward_range``). Empty until
+        ``update``."""
+        low, high = self.reward_range or (float("-inf"), float("inf"))
+        keys = self.config.flag_keys
+        counts = self._pending
+        for episode in episodes:
+            infos = [episode.reset_info, *(t.info for t in episode.turns)]
+            judged = [bool(i["invalid_action"]) for i in infos if "invalid_action" in i]
+            total = episode.total_reward
+            counts[0] += 1
+            counts[1] += float(episode.infra_error)
+            counts[2] += float(any(i.get(k) for i in infos for k in keys))
+            counts[3] += len(judged) - sum(judged)
+            counts[4] += len(judged)
+            excess = max(0.0, total - high, low - total) if not episode.infra_error else 0.0
+            counts.append(excess)
+        if not update or not counts[0]:
+            return {}
+        self._pending = [0.0] * 5
+        metrics = {
+            "guards/infra_error_rate": counts[1] / counts[0],
+            "guards/flagged_rate": counts[2] / counts[0],
+            "guards/return_excess": max(counts[5:], default=0.0),
+        }
+        if counts[4]:
+            metrics["guards/valid_action_rate"] = counts[3] / counts[4]
+        return metrics
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _limit(self, name: str, cfg: MonitorConfig, history: list[float]) -> float | None:
+        """The monitor's limit now, from its history of earlier values; None: not yet."""
+        if name == "entropy_collapse":
+            if cfg.relative is None or not history:
+                return cfg.threshold
+            early = statistics.fmean(history[: cfg.warmup])
+            return max(cfg.threshold, cfg.relative * early)
+        if name == "length_blowup":
+            if len(history) < cfg.warmup or cfg.relative is None:
+                return None
+            return cfg.relative * statistics.median(history[-4 * cfg.warmup :])
+        if name == "valid_action_drop":
+            return max(history) - cfg.threshold if history else None
+        return cfg.threshold
+
+    def _bad(self, name: str, cfg: MonitorConfig, value: float, limit: float, metrics: Any) -> bool:
+        bad = value < limit if MONITORS[name].below else value > limit
+        if name == "entropy_collapse" and cfg.min_success is not None:
+            success = metrics.get("success_rate")
+            bad = bad and (success is None or success < cfg.min_success)
+        return bad
+
+    def _observe(self, name: str, cfg: MonitorConfig, metrics: Mapping[str, float]) -> Any:
+        """Update ``name``'s streak with this update; the event when it trips now, else None."""
+        value = metrics.get(MONITORS[name].metric)
+        if value is None:
+            return None
+        state, step = self.state[name], int(metrics["step"])
+        limit = self._limit(name, cfg, state["history"])
+        state["history"] = (state["history"] + [float(value)])[-max(4 * cfg.warmup, 1) :]
+        if name == "entropy_collapse":  # keep the early values: its baseline
+            state["history"] = state["history"][: cfg.warmup]
+        if limit is None or not self._bad(name, cfg, value, limit, metrics):
+            state["streak"], state["start"] = 0, None
+            return None
+        state["streak"] += 1
+        state["start"] = step if state["start"] is None else state["start"]
+        if state["streak"] != cfg.patience:
+            return None
+        return {
+            "update": step,
+            "monitor": name,
+            "metric": MONITORS[name].metric,
+            "value": float(value),
+            "threshold": float(limit),
+            "since_update": state["start"],
+            "action": cfg.action,
+        }
+
+    def good_step(self, step: int) -> int:
+        """The newest checkpoint step a rollback may return to: before the earliest open
+        streak of a rollback monitor (whose first bad update was sampled by the checkpoint
+        just before it), minus ``rollback_margin``."""
+        starts = [
+            s["start"]
+            for name, s in self.state.items()
+            if s["start"] is not None and self.monitors[name].action == "rollback"
+        ]
+        first_bad = min(starts, default=step + 1)
+        return first_bad - 2 - self.config.settings.rollback_margin
+
+    def protected(self, directory: Path, step: int) -> int | None:
+        """The checkpoint step that pruning must keep: the one a rollback would return to."""
+        if not any(cfg.action == "rollback" for cfg in self.monitors.values()):
+            return None
+        from agentgym.trainers.rollback import protected_step
+
+        return protected_step(directory, self.good_step(step))
+
+    def check(self, metrics: Mapping[str, float], run: Any, source: Any) -> str | None:
+        """Observe one update's metrics; record what trips and act on it. Returns ``"stop"``,
+        ``"rollback"`` (done: the run is back at its good checkpoint) or None."""
+        if not metrics.get("update", 1.0):
+            return None
+        events = [e for n, c in self.monitors.items() if (e := self._observe(n, c, metrics))]
+        verdict = None
+        for event in events:
+            if event["action"] == "stop":
+                verdict = "stop"
+            elif event["action"] == "rollback" and verdict is None:
+                verdict = "rollback"
+        if verdict == "rollback":
+            target, why = self._rollback_target(run, int(metrics["step"]))
+            if target is None:
+                verdict = "stop"
+                for event in events:
+                    if event["action"] == "rollback":
+                        event.update(action="stop", reason=why)
+        if verdict != "rollback":
+            self._record(events)
+            return verdict
+        from agentgym.trainers.rollback import roll_back
+
+        roll_back(self, run, source, target, events)
+        return verdict
+
+    def _rollback_target(self, run: Any, step: int) -> tuple[Path | None, str]:
+        settings = self.config.settings
+        if self.rollbacks >= settings.max_rollbacks:
+            return None, f"max_rollbacks={settings.max_rollbacks} already taken"
+        if run is None:
+            return None, "the run has no folder (out=None) to roll back in"
+        from agentgym.trainers.rollback import checkpoint_at_or_before
+
+        bound = self.good_step(step)
+        target = checkpoint_at_or_before(run.out / "checkpoints", bound)
+        if target is None:
+            return None, f"no checkpoint of update <= {bound} (before the trouble began)"
+        return target, ""
+
+    def _record(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            self.events.append(event)
+            shown = f"{event['value']:.4g} vs {event['threshold']:.4g}"
+            print(
+                f"guard {event['monitor']} at update {event['update']}: {event['metric']} "
+                f"{shown} since update {event['since_update']}: {event['action']}"
+                + (f" ({event['reason']})" if event.get("reason") else ""),
+                flush=True,
+            )
+            if self.out is not None:
+                with open(self.out / EVENTS_FILE, "a") as f:
+                    f.write(json.dumps(event, sort_keys=True) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+
+    # -- state ----------------------------------------------------------------------------
+
+    def attach(self, out: Path | None, rank: int) -> None:
+        """Write events under ``out`` (rank 0 only)."""
+        self.out = out if rank == 0 else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rollbacks": self.rollbacks,
+            "lr_scale": self.lr_scale,
+            "events": [dict(e) for e in self.events],
+            "monitors": json.loads(json.dumps(self.state)),
+            "sizes": self._sizes(),
+        }
+
+    def _sizes(self) -> dict[str, int]:
+        if self.out is None:
+            return {}
+        return {
+            name: (self.out / name).stat().st_size if (self.out / name).exists() else 0
+            for name in (EVENTS_FILE, ROLLED_BACK_FILE)
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        """Continue from ``state_dict`` (None: a fresh run); the event files are cut back to
+        the sizes they had then."""
+        state = state or {}
+        self.rollbacks = int(state.get("rollbacks", 0))
+        self.lr_scale = float(state.get("lr_scale", 1.0))
+        self.events = [dict(e) for e in state.get("events", [])]
+        self.load_monitors(state.get("monitors", {}))
+        self._pending = [0.0] * 5
+        if self.out is not None:
+            sizes = state.get("sizes", {})
+            for name in (EVENTS_FILE, ROLLED_BACK_FILE):
+                path = self.out / name
+                if path.exists():
+                    with open(path, "r+b") as f:
+                        f.truncate(min(int(sizes.get(name, 0)), path.stat().st_size))
+
+    def load_monitors(self, monitors: Mapping[str, Any]) -> None:
+        fresh = {n: _fresh_monitor_state() for n in self.monitors}
+        self.state = {n: json.loads(json.dumps(monitors.get(n, fresh[n]))) for n in fresh}

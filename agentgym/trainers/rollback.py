@@ -1,0 +1,102 @@
+"""A guard's rollback: back to a good checkpoint of the run folder, with a lower learning rate.
+
+The steps are ordered so that a run killed at any moment of a rollback resumes exactly:
+
+1. every rank loads the good checkpoint (weights, optimizer, RNG states, the source's position);
+2. rank 0 deletes the checkpoints after it (each loses its manifest first), so a resume can only
+   find the good one, whose state replays the same updates and the same rollback;
+3. the event is written to ``guards.jsonl`` and the metrics rows after the checkpoint move from
+   ``metrics.jsonl`` to ``metrics.rolled_back.jsonl``;
+4. the good checkpoint is written again in place, now with the guards' new state (rollbacks
+   done, learning-rate scale, the event files' sizes), and the run continues from it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentgym.trainers.checkpoint import MANIFEST
+
+if TYPE_CHECKING:
+    from agentgym.trainers.guards import Guards
+
+__all__ = ["checkpoint_at_or_before", "roll_back"]
+
+_STEP_DIR = re.compile(r"step-(\d+)")
+
+
+def _complete(directory: Path) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for entry in directory.iterdir():
+        match = _STEP_DIR.fullmatch(entry.name)
+        if match and (entry / MANIFEST).is_file():
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def checkpoint_at_or_before(directory: Path, step: int) -> Path | None:
+    """The newest complete ``step-<n>`` checkpoint under ``directory`` with ``n <= step``."""
+    before = [path for n, path in _complete(directory) if n <= step]
+    return before[-1] if before else None
+
+
+def protected_step(directory: Path, step: int) -> int | None:
+    """The step of the checkpoint ``checkpoint_at_or_before`` finds (pruning keeps it)."""
+    found = checkpoint_at_or_before(directory, step)
+    return None if found is None else int(found.name.removeprefix("step-"))
+
+
+def _delete_after(directory: Path, step: int) -> None:
+    for n, path in _complete(directory):
+        if n > step:
+            os.unlink(path / MANIFEST)  # incomplete from here on: never resumed from
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _move_rows(out: Path, log: Any, size: int) -> None:
+    """The metrics rows after byte ``size`` of ``metrics.jsonl`` go to the rolled-back file."""
+    from agentgym.trainers.guards import ROLLED_BACK_FILE
+
+    with open(log.path, "rb") as f:
+        f.seek(size)
+        rows = f.read()
+    with open(out / ROLLED_BACK_FILE, "ab") as f:
+        f.write(rows)
+        f.flush()
+        os.fsync(f.fileno())
+    log.truncate(size)
+
+
+def roll_back(guards: Guards, run: Any, source: Any, target: Path, events: list[dict]) -> None:
+    """Return ``run`` (fit's run folder) and ``source`` to the checkpoint ``target``, lower the
+    learning rate, record ``events`` (the trip that asked for it) and checkpoint (collective)."""
+    trainer = run.trainer
+    tripped_at = max(e["update"] for e in events)
+    trainer.load(target)
+    source.load_state_dict(trainer.state["source"])
+    guards.load_monitors(trainer.state.get("guards", {}).get("monitors", {}))
+    guards.rollbacks += 1
+    guards.lr_scale *= guards.config.settings.lr_factor
+    trainer.set_lr_scale(guards.lr_scale)
+    for event in events:
+        if event["action"] == "rollback":
+            event.update(to_update=trainer.step_count, lr_scale=guards.lr_scale)
+    if trainer.backend.rank == 0:
+        _delete_after(run.out / "checkpoints", trainer.step_count)
+    trainer.backend.barrier()
+    guards._record(events)
+    if run.log is not None:
+        _move_rows(run.out, run.log, int(trainer.state.get("log_size", 0)))
+    print(
+        f"rolled back from update {tripped_at} to the checkpoint of update "
+        f"{trainer.step_count}; learning rate x{guards.lr_scale:g} "
+        f"(rollback {guards.rollbacks} of {guards.config.settings.max_rollbacks})",
+        flush=True,
+    )
+    run.checkpoint(source)
