@@ -99,6 +99,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--resume", "resume", {"action": "store_true"}),
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),
+    ("--guards", "guards", {"choices": ["default", "off"]}),
 )
 
 
@@ -240,6 +241,8 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
         value = getattr(args, name, None)
         if value is not None and name in _MAPPING_FLAGS:
             value = _kwargs(value, flag)
+        if value is not None and name == "guards":  # a run file's [guards] table stays
+            value = {"enabled": value == "default"}
         if value is not None:
             layers.append(Layer(flag, {name: value}))
     for flag, table, name, _ in _TABLE_FLAGS:

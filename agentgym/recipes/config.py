@@ -43,7 +43,8 @@ __all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window",
 DEFAULT_ENV = "agentgym/FrozenLake-v0"
 DEFAULT_ALGO = "grpo"
 TABLES = (
-    "config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies"
+    "config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies",
+    "guards",
 )
 """The tables of a run file: a layer merges into them key by key."""
 
@@ -163,6 +164,10 @@ class RunConfig(Config):
     """Also log to this Weights & Biases project (needs wandb)."""
     show_bar: bool = True
     """Show a progress bar; --no-progress (show_bar = false) hides it."""
+    guards: Mapping[str, Any] = field(default_factory=dict)
+    """Failure-mode guards (docs/guards.md), the [guards] table: {} the conservative defaults,
+    enabled = false (--guards off) none, a [guards.<monitor>] table per monitor (threshold,
+    patience, action = warn|stop|rollback|off)."""
     config: AlgorithmConfig = field(default_factory=_preset)
     """The algorithm's config: its preset with the config table's fields (--set) applied."""
     options: TrainOptions = field(default_factory=_default_options)
@@ -203,6 +208,9 @@ class RunConfig(Config):
             "pass e.g. --engine-device cuda:0",
         )
         self._check_engine()
+        from agentgym.trainers.guards import GuardsConfig
+
+        GuardsConfig.from_dict(self.guards)  # a bad [guards] value names its field now
         require(
             self.zero_stage is None or self.backend == "deepspeed",
             self,
