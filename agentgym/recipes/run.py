@@ -223,6 +223,22 @@ class TaskLog:
         self.lines += len(records)
 
 
+def _guards(run: RunConfig) -> Any:
+    """The run's failure-mode guards (``run.guards``); returns outside the env's registered
+    reward range are checked only where the run plays the env with its default arguments
+    (arguments may change the rewards)."""
+    from agentgym.registry import env_info
+    from agentgym.trainers.guards import Guards, GuardsConfig
+
+    reward_range = None
+    if not run.env_kwargs and not run.train_env_kwargs:
+        try:
+            reward_range = env_info(run.env).reward_range
+        except Exception:  # an env registered elsewhere (gymnasium): no range to check
+            reward_range = None
+    return Guards(GuardsConfig.from_dict(run.guards), reward_range=reward_range)
+
+
 def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, Any]:
     """A rank other than 0: trains beside rank 0, which owns the run folder's files, the
     progress display and the evaluations; returns an empty summary."""
@@ -239,6 +255,7 @@ def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, A
                 checkpoint_every=run.checkpoint_every,
                 resume=run.resume,
                 should_stop=stop,
+                guards=_guards(run),  # a rollback is collective: every rank takes it
             )
     finally:
         run_sync(trainer.engine.close())
@@ -318,7 +335,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
     (out / "run.json").write_text(json.dumps(run_json, indent=2, default=str))
     print(f"run folder: {out}", flush=True)
     _start_eval(run, trainer, out)
-    stop = _StopFlag()
+    stop, guards = _StopFlag(), _guards(run)
     monitor = RunMonitor(
         out,
         total_steps=run.steps,
@@ -339,6 +356,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
                 resume=run.resume,
                 on_metrics=monitor,
                 should_stop=stop,
+                guards=guards,
             )
             monitor.plot()
         summary = _final_summary(run, trainer, source, out)
@@ -346,6 +364,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         run_sync(trainer.engine.close())
         getattr(getattr(source, "env", None), "close", lambda: None)()  # a run's vector env
     summary["stopped_early"] = stop.requested
+    summary["guards"] = guards.summary()  # events: update, monitor, value, threshold, action
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_curves(out, title=f"{run.env} {run.algo}")  # with the evaluations before and after
     return summary
