@@ -227,6 +227,7 @@ def _guards(run: RunConfig) -> Any:
     """The run's failure-mode guards (``run.guards``); returns outside the env's registered
     reward range are checked only where the run plays the env with its default arguments
     (arguments may change the rewards)."""
+    from agentgym.core.errors import RegistryError
     from agentgym.registry import env_info
     from agentgym.trainers.guards import Guards, GuardsConfig
 
@@ -234,7 +235,7 @@ def _guards(run: RunConfig) -> Any:
     if not run.env_kwargs and not run.train_env_kwargs:
         try:
             reward_range = env_info(run.env).reward_range
-        except Exception:  # an env registered elsewhere (gymnasium): no range to check
+        except RegistryError:  # an env registered elsewhere (gymnasium): no range to check
             reward_range = None
     return Guards(GuardsConfig.from_dict(run.guards), reward_range=reward_range)
 

@@ -367,6 +367,17 @@ class Guards:
                     f.flush()
                     os.fsync(f.fileno())
 
+    def summary(self) -> dict[str, Any]:
+        """What ``summary.json`` holds of the guards: the events, rollbacks taken, the final
+        learning-rate scale, and whether a guard stopped the run."""
+        return {
+            "enabled": self.enabled,
+            "events": [dict(e) for e in self.events],
+            "rollbacks": self.rollbacks,
+            "lr_scale": self.lr_scale,
+            "stopped": any(e["action"] == "stop" for e in self.events),
+        }
+
     # -- state ----------------------------------------------------------------------------
 
     def attach(self, out: Path | None, rank: int) -> None:
