@@ -1,5 +1,5 @@
 """Asynchronous training: per-update wall time and learning curve of the synchronous loop
-against ``max_staleness`` 1 and 2, on FrozenLake with the in-process engine, in one process.
+against ``max_staleness`` 1 and 2, on FrozenLake, with the in-process engine or a server process.
 
 Each mode trains a fresh policy with the FrozenLake GRPO recipe (``agentgym train``'s settings,
 same seed) for ``--updates`` updates; the modes run one after another, ``--rounds`` times, in
@@ -11,28 +11,77 @@ learning curve).
 
     .venv/bin/python benchmarks/async_training.py --updates 20
     .venv/bin/python benchmarks/async_training.py --updates 12 --batch-size 32 --json out.json
+    .venv/bin/python benchmarks/async_training.py --updates 20 --engine server
 
-Only the in-process engine: ``AsyncSource`` refuses server engines for now (their version tags
-are taken when the weights are pushed, which asynchronous collection does from its own thread).
+``--engine server`` starts one ``agentgym serve`` process (one torch thread) for the whole
+benchmark, and every run trains against it as ``agentgym train --engine sglang --engine-url``
+does: the run pushes its fresh policy at the start, then its weights by disk after every update
+(without action choices, which a server does not apply). ``--engine hf`` (the default) is the
+in-process engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 
-def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One run of ``args.updates`` updates with ``max_staleness=k``: its update times and
-    batch successes."""
+@contextlib.contextmanager
+def serve(engine: str) -> Iterator[str | None]:
+    """For ``engine == "server"``, the URL of an ``agentgym serve`` process running while the
+    context is open (else None)."""
+    if engine != "server":
+        yield None
+        return
+    import httpx
+
+    from agentgym import models
+
+    with tempfile.TemporaryDirectory() as folder, socket.socket() as s:
+        model, tokenizer = models.load(seed=1)  # each run pushes its own policy at the start
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        command = [sys.executable, "-m", "agentgym", "serve", "--model", folder]
+        server = subprocess.Popen(
+            [*command, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(600):
+                if server.poll() is not None:
+                    raise SystemExit(f"agentgym serve exited with code {server.returncode}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                        break
+                time.sleep(0.2)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
+def train(k: int, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
+    """One run of ``args.updates`` updates with ``max_staleness=k`` (on the server at ``url``
+    when given): its update times and batch successes."""
     from agentgym.core.aio import run_sync
     from agentgym.recipes.config import Layer, resolve_run
     from agentgym.recipes.run import _build
@@ -41,6 +90,9 @@ def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {**dict(args.set), "max_staleness": k}
     if args.batch_size is not None:
         config["batch_size"] = args.batch_size
+    server = {} if url is None else {"engine": "sglang", "engine_url": url}
+    if url is not None:
+        server["action_choices"] = False
     with tempfile.TemporaryDirectory() as out:
         run = resolve_run(
             Layer(
@@ -51,6 +103,7 @@ def train(k: int, args: argparse.Namespace) -> dict[str, Any]:
                     "out": out,
                     "eval_episodes": 0,
                     "config": config,
+                    **server,
                 },
             )
         )
@@ -99,6 +152,12 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument(
+        "--engine",
+        choices=("hf", "server"),
+        default="hf",
+        help="in-process (hf, the default) or an agentgym serve process (server)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -112,17 +171,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     modes = [int(m) for m in args.modes.split(",")]
     runs: dict[int, list[dict[str, Any]]] = {k: [] for k in modes}
-    for round_ in range(args.rounds):
-        for k in modes if round_ % 2 == 0 else modes[::-1]:  # ABC, CBA, ...: drift hits all
-            result = train(k, args)
-            runs[k].append(result)
-            curve = " ".join(f"{s:.2f}" for s in result["success"])
-            print(
-                f"max_staleness={k}: {result['update_s']:.2f} s/update (of which the step "
-                f"{result['step_s']:.2f} s), wall "
-                f"{result['wall_s']:.0f} s, load {result['load']:.1f}, success per update {curve}",
-                flush=True,
-            )
+    with serve(args.engine) as url:
+        for round_ in range(args.rounds):
+            for k in modes if round_ % 2 == 0 else modes[::-1]:  # ABC, CBA: drift hits all
+                result = train(k, args, url)
+                runs[k].append(result)
+                curve = " ".join(f"{s:.2f}" for s in result["success"])
+                print(
+                    f"max_staleness={k} ({args.engine}): {result['update_s']:.2f} s/update (of "
+                    f"which the step {result['step_s']:.2f} s), wall {result['wall_s']:.0f} s, "
+                    f"load {result['load']:.1f}, success per update {curve}",
+                    flush=True,
+                )
     base = statistics.fmean(r["update_s"] for r in runs[modes[0]])
     print(f"\n{'max_staleness':>13} | {'s/update':>8} | {'updates/h':>9} | vs {modes[0]} | last 5")
     for k in modes:
