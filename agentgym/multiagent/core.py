@@ -263,7 +263,7 @@ class MultiAgentEnv:
                 self.truncations[agent] = True
             else:
                 self.terminations[agent] = True
-            self.infos[agent] = {**self.infos.get(agent, {}), **dict(infos.get(agent, {}))}
+            self.infos[agent] = dict(infos.get(agent, {}))
         self._after_dead = None
         self._select_after_dead()
 

@@ -9,7 +9,7 @@ tokenized, as an env delta. A role's turn ``k`` is completed when the role is se
 (or at its dead step): the messages it got since, and the reward it got since
 (``last()``'s cumulative reward), are that turn's observation and reward, so a role's return
 is everything the env gave it. A scripted role's episode has its messages and rewards but no
-tokens (``trainable`` False).
+tokens (``trainable`` False), as has a role whose game ended before its first turn.
 
 Every game runs as a task on the caller's event loop; games of a call run concurrently (up to
 ``concurrency``), so an engine that batches concurrent requests (``HFEngine``) serves many
@@ -149,7 +149,7 @@ class _Game:
         episode = seat.builder.finish()
         episode.reset_info = {**episode.reset_info, ROLE: seat.role}
         episode.metrics["role_index"] = float(seat.index)
-        if seat.renderer is None:  # scripted: no tokens to learn from
+        if seat.renderer is None or not episode.turns:  # scripted, or never moved: no tokens
             episode.trainable = False
         return episode
 

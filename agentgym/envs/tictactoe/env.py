@@ -214,6 +214,8 @@ class TicTacToeEnv(MultiAgentEnv):
                 "winner": won,
                 "forfeit": forfeit is not None,
             }
+            if forfeit == agent:
+                infos[agent]["invalid_action"] = True
         self.end_game(infos)
 
     def render(self) -> str | None:
