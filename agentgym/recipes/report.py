@@ -113,12 +113,14 @@ def evaluate(
     num_envs: int = 64,
     history_turns: int | None = None,
     action_choices: bool = False,
+    scaffold: Any = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes (reset seeds ``seed``, ``seed + 1``, ...) and score them.
 
     ``temperature=0`` decodes greedily. Sampling is seeded from ``seed`` too. ``history_turns``
     is the policy's history window (as it was trained; None: the whole conversation), and
-    ``action_choices`` whether it samples only among the env's offered actions (as trained).
+    ``action_choices`` whether it samples only among the env's offered actions (as trained),
+    ``scaffold`` the rollout scaffold it was trained with (``agentgym.rollout.scaffold``).
     """
     from agentgym.rollout import collect
 
@@ -134,6 +136,7 @@ def evaluate(
         max_tokens=max_tokens,
         history_turns=history_turns,
         action_choices=action_choices,
+        scaffold=scaffold,
     )
     return EvalResult([(episode_task(e), succeeded(e), e.total_reward) for e in played])
 

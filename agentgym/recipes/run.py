@@ -30,6 +30,7 @@ from agentgym.multiagent.train import evaluate_roles
 from agentgym.multiagent.train import run_source as multiagent_source
 from agentgym.recipes.config import RunConfig
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
+from agentgym.rollout.scaffold import make_scaffold
 from agentgym.trainers.collector import CollectorSource
 
 __all__ = ["train_run"]
@@ -169,6 +170,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         env_kwargs=env_kwargs,
         max_turns=run.max_turns,
         history_turns=run.history_turns,
+        scaffold=make_scaffold(run.scaffold, run.history_turns),
         action_choices=run.action_choices,
         temperature=run.config.temperature,
         max_tokens=run.config.max_new_tokens,
@@ -276,6 +278,7 @@ def _evaluate(run: RunConfig, trainer: Any) -> EvalResult:
         env_kwargs=dict(run.env_kwargs),
         history_turns=run.history_turns,
         action_choices=run.action_choices,
+        scaffold=make_scaffold(run.scaffold, run.history_turns),
     )
 
 

@@ -1,0 +1,42 @@
+"""``agentgym train --scaffold react``: training and evaluation play through the ReAct scaffold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentgym.cli import main
+from agentgym.error import ConfigError
+from agentgym.recipes.config import RunConfig
+from agentgym.rollout import ReActScaffold
+from agentgym.rollout import collect as real_collect
+
+SMALL = [
+    "--set", "group_size=4", "--set", "batch_size=8", "--set", "num_minibatches=1",
+    "--max-turns", "2", "--eval-episodes", "4", "--checkpoint-every", "1", "--no-progress",
+]  # fmt: skip
+
+
+def test_train_with_the_react_scaffold_records_it_and_plays_through_it(tmp_path, monkeypatch):
+    scaffolds = []
+
+    def spy(*args, **kwargs):
+        scaffolds.append(kwargs.get("scaffold"))
+        return real_collect(*args, **kwargs)
+
+    monkeypatch.setattr("agentgym.trainers.collector.collect", spy)
+    monkeypatch.setattr("agentgym.rollout.collect", spy)  # the evaluations import it from here
+    out = tmp_path / "run"
+    flags = ["train", "--steps", "1", "--out", str(out), "--scaffold", "react", *SMALL]
+    assert main(flags) == 0
+    assert json.loads((out / "run.json").read_text())["run"]["scaffold"] == "react"
+    assert len(scaffolds) >= 2  # the training batch and the evaluations
+    assert all(isinstance(s, ReActScaffold) for s in scaffolds)
+
+
+def test_an_unknown_scaffold_is_refused(tmp_path, capsys):
+    assert main(["train", "--scaffold", "memory", "--out", str(tmp_path / "x"), *SMALL]) == 2
+    assert "scaffold" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="scaffold"):
+        RunConfig(scaffold="memory")  # type: ignore[arg-type]  # a run file's value
