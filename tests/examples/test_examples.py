@@ -132,3 +132,14 @@ def test_custom_env_as_an_installed_plugin(tmp_path: Path) -> None:
     )
     [row] = [r for r in json.loads(listed.stdout) if r["id"] == "example/GuessNumber-v0"]
     assert row["tags"] == ["multi-turn", "example"]
+
+
+def test_react_frozenlake_plays_through_the_scaffold_and_trains(tmp_path: Path) -> None:
+    script = EXAMPLES / "react_frozenlake.py"
+    done = run_script(script, "--episodes", "2", "--updates", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Work in steps. Each reply has two lines:" in done.stdout  # ReAct's instruction
+    assert "[user] Observation: " in done.stdout  # the env's answers, as observations
+    result = last_json(done.stdout)
+    assert result["episodes"] == 2
+    assert result["updates"] == 1
