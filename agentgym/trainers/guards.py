@@ -85,7 +85,7 @@ MONITORS: dict[str, _Monitor] = {
         "entropy",
         True,
         MonitorConfig(
-            action="rollback", threshold=0.02, relative=0.02, patience=5, min_success=0.5
+            action="rollback", threshold=0.05, relative=0.04, patience=5, min_success=0.5
         ),
     ),
     "kl_spike": _Monitor("approx_kl", False, MonitorConfig(threshold=1.0)),
