@@ -232,10 +232,26 @@ def _reward_panel(ax: Any, rows: list[dict[str, float]], train_kwargs: dict[str,
     ax.set_title("reward in training")
 
 
+def _guard_marks(axes: Any, run: Path) -> None:
+    """A vertical line per guard event (``guards.jsonl``) on every panel: red where the run
+    stopped or rolled back, orange for a warning; the legend of the first panel names them."""
+    path = run / "guards.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    for event in events:
+        color = "tab:orange" if event["action"] == "warn" else "tab:red"
+        label = f"guard {event['monitor']} at update {event['update']}: {event['action']}"
+        if event.get("to_update") is not None:
+            label += f" to {event['to_update']}"
+        for index, ax in enumerate(axes.flat):
+            shown = label if index == 0 else None
+            ax.axvline(event["update"], color=color, ls="--", lw=1, label=shown)
+
+
 def curves_figure(run: Path, title: str | None = None) -> Any:
     """The run folder ``run``'s learning curves as a matplotlib ``Figure``; None before its
     first update. Panels: success (training batches, and the evaluations before and after
-    training with their 95% intervals), reward, entropy, KL; x: update."""
+    training with their 95% intervals), reward, entropy, KL; x: update. Guard events are
+    dashed vertical lines."""
     rows = _read_metrics(run / "metrics.jsonl")
     if not rows:
         return None
@@ -257,6 +273,7 @@ def curves_figure(run: Path, title: str | None = None) -> Any:
     )
     axes[1, 1].set_ylabel("KL (nats per token)")
     axes[1, 1].set_title("KL")
+    _guard_marks(axes, run)
     for ax in axes.flat:
         ax.set_xlabel("update")
         ax.tick_params(labelbottom=True)  # sharex hides the top row's update numbers
