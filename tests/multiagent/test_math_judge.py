@@ -263,3 +263,12 @@ def test_each_roles_sampled_ids_and_logprobs_match_a_teacher_forced_pass():
             torch.testing.assert_close(sampled, expected, rtol=0, atol=1e-4)
         judge_prompt = tok.decode(game["judge"].token_ids[: game["judge"].turn_spans[0][0]])
         assert game["solver"].messages[-2]["content"] in judge_prompt  # the solver's reply
+
+
+def test_the_scripted_baselines_earn_what_the_verifier_allows_and_no_more():
+    games = play_games(ID, {}, 16, seed=0, sampling_seed=0, env_kwargs={"math_kwargs": MATH})
+    solved = [g["solver"].total_reward for g in games]  # the default solver: coin
+    judged = [g["judge"].total_reward for g in games]  # the default judge: always_correct
+    assert 0 < sum(solved) < 16  # right and wrong answers, for a judge to tell apart
+    assert judged == solved  # always "correct" earns exactly where the answer was right
+    assert all("reference" not in m["content"] for g in games for m in g["judge"].messages[:2])

@@ -23,6 +23,8 @@ from agentgym.multiagent.core import MultiAgentEnv
 __all__ = ["JUDGE_RULES", "VERDICTS", "MathSolverJudgeEnv", "read_verdict"]
 
 VERDICTS = ("correct", "incorrect")
+REFERENCE = "reference"
+"""The solver's reset info key with the reference answer, for scripted solvers."""
 JUDGE_RULES = (
     "You are a judge. A solver was given the problem below and answered it. Decide whether "
     "the solver's final answer (its last \\boxed{}) is correct. Ignore anything the solver "
@@ -91,9 +93,16 @@ class MathSolverJudgeEnv(MultiAgentEnv):
         None: the grader runs in this process and never executes model text.
 
     Info keys: solver: Math-v0's step info (``task_id``, ``success``, ``answer``,
-    ``reference``, ``reason``, ...) at the end, ``task_id`` on reset. Judge: ``task_id`` and
-    ``action_choices`` on its turn; at the end ``success`` (its verdict matched),
-    ``verdict`` (``correct``/``incorrect``/None), ``truth`` (the verifier's), ``valid_verdict``.
+    ``reference``, ``reason``, ...) at the end; ``task_id`` and ``reference`` on reset (for
+    scripted solvers such as ``coin``; a model's prompt is its messages, never its info).
+    Judge: ``task_id`` and ``action_choices`` on its turn; at the end ``success`` (its verdict
+    matched), ``verdict`` (``correct``/``incorrect``/None), ``truth`` (the verifier's),
+    ``valid_verdict``.
+
+    Scripted players (``scripted_policies``): judges ``always_correct`` and
+    ``always_incorrect`` (the baselines a judge must beat), solvers ``coin`` (the reference or
+    a wrong answer, half each: the default, so that both baselines earn 1/2) and ``guess`` (a
+    number from the question).
 
     Version history:
         v0: first version.
@@ -105,8 +114,9 @@ class MathSolverJudgeEnv(MultiAgentEnv):
         "always_correct": "agentgym.envs.math.judge:always_correct",
         "always_incorrect": "agentgym.envs.math.judge:always_incorrect",
         "guess": "agentgym.envs.math.judge:guess",
+        "coin": "agentgym.envs.math.judge:coin",
     }
-    default_policies: ClassVar[dict[str, str]] = {"solver": "guess", "judge": "always_correct"}
+    default_policies: ClassVar[dict[str, str]] = {"solver": "coin", "judge": "always_correct"}
 
     def __init__(
         self,
@@ -130,6 +140,7 @@ class MathSolverJudgeEnv(MultiAgentEnv):
                 "no_verdict_reward", no_verdict_reward, "must be <= 0", "pass e.g. 0.0"
             )
         self.math = MathEnv(**kwargs)
+        self.references = {task.task_id: task.answer for task in self.math.tasks}
         self.question = ""
         self.answer = ""
         self.grade: dict[str, Any] = {}
@@ -142,7 +153,9 @@ class MathSolverJudgeEnv(MultiAgentEnv):
         self.question = str(observation[-1]["content"])
         self.answer, self.grade = "", {}
         self.tell("solver", *observation)
-        self.infos["solver"] = {TASK_ID: info[TASK_ID]}
+        # For scripted solvers only (``coin``): a model sees messages, never its info.
+        reference = self.references[info[TASK_ID]]
+        self.infos["solver"] = {TASK_ID: info[TASK_ID], REFERENCE: reference}
         self.agent_selection = "solver"
 
     async def astep(self, action: Action | None) -> None:
@@ -210,6 +223,14 @@ def always_correct(observation: Observation, info: Any, rng: np.random.Generator
 def always_incorrect(observation: Observation, info: Any, rng: np.random.Generator) -> str:
     """A judge that rejects every answer."""
     return "VERDICT: incorrect"
+
+
+def coin(observation: Observation, info: Any, rng: np.random.Generator) -> str:
+    """A solver that boxes the reference (``info["reference"]``) or, with probability 1/2, the
+    reference with a digit appended (wrong): half right, half wrong, for training a judge whose
+    baselines (always correct, always incorrect) then earn 1/2."""
+    reference = str(info[REFERENCE])
+    return f"\\boxed{{{reference if rng.random() < 0.5 else reference + '1'}}}"
 
 
 def guess(observation: Observation, info: Any, rng: np.random.Generator) -> str:
