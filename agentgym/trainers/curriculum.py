@@ -41,6 +41,7 @@ __all__ = [
     "CURRICULA",
     "Adaptive",
     "Curriculum",
+    "Sampler",
     "Schedule",
     "Task",
     "TaskStats",
@@ -92,8 +93,8 @@ class Curriculum(Protocol):
 
 
 @dataclass
-class _Sampler:
-    """Statistics, the draw counter and the state shared by the three samplers."""
+class Sampler:
+    """What the three samplers share: per-task statistics, the seeded draws, the state."""
 
     tasks: Sequence[Task]
     seed: int = 0
@@ -155,7 +156,7 @@ class _Sampler:
 
 
 @dataclass
-class Uniform(_Sampler):
+class Uniform(Sampler):
     """Today's behaviour: no reset options; the seed picks the task (see the module)."""
 
     name = "uniform"
@@ -165,7 +166,7 @@ class Uniform(_Sampler):
 
 
 @dataclass
-class Schedule(_Sampler):
+class Schedule(Sampler):
     """Difficulty levels in order, moving on by success or by batches (see the module)."""
 
     threshold: float = 0.8
@@ -218,7 +219,7 @@ class Schedule(_Sampler):
 
 
 @dataclass
-class Adaptive(_Sampler):
+class Adaptive(Sampler):
     """Learnability-weighted draws, solved tasks retired, failures revisited (see the module)."""
 
     retire_at: float = 0.9
@@ -259,7 +260,7 @@ class Adaptive(_Sampler):
         return self.tasks[int(rng.choice(len(self.tasks), p=self._probs))]
 
 
-CURRICULA: dict[str, type[_Sampler]] = {
+CURRICULA: dict[str, type[Sampler]] = {
     "uniform": Uniform,
     "schedule": Schedule,
     "adaptive": Adaptive,
@@ -268,7 +269,7 @@ CURRICULA: dict[str, type[_Sampler]] = {
 
 def make_curriculum(
     name: str, tasks: Sequence[Task], *, seed: int = 0, **params: Any
-) -> _Sampler:
+) -> Sampler:
     """The sampler ``name`` (uniform, schedule, adaptive) over ``tasks`` with ``params``."""
     if name not in CURRICULA:
         raise ConfigError("curriculum", name, f"is not one of {sorted(CURRICULA)}", "pick one")
