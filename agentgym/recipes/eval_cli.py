@@ -66,6 +66,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: as the run that trained --model, else all)",
     )
     add(
+        "--scaffold",
+        choices=["default", "react"],
+        help="how observations become the prompt (docs/scaffolds.md; default: as the run that "
+        "trained --model, else default)",
+    )
+    add(
         "--action-choices",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -118,6 +124,14 @@ def _policy_settings(args: argparse.Namespace, served: bool) -> tuple[int | None
     return history_window(given), choices, env_kwargs
 
 
+def _scaffold(args: argparse.Namespace, served: bool) -> str:
+    """The scaffold's name: the flag, else the run that trained an in-process ``--model``."""
+    if args.scaffold is not None:
+        return str(args.scaffold)
+    trained = {} if served else _trained_run(args.model)
+    return str(trained.get("scaffold", "default"))
+
+
 async def _use_chat(spec: Any, engine: Any) -> bool:
     """Whether a served model is asked through the chat API (see ``EngineSpec.api``)."""
     from agentgym.recipes.engines import token_level
@@ -150,11 +164,13 @@ def run_eval(args: argparse.Namespace) -> int:
     from agentgym.core.aio import run_sync
     from agentgym.recipes.engines import engine_spec, make_engine
     from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl
+    from agentgym.rollout.scaffold import make_scaffold
 
     try:
         spec = engine_spec(args)
         tasks, samples, ks = _counts(args)
         history, choices, env_kwargs = _policy_settings(args, spec.served)
+        scaffold = _scaffold(args, spec.served)
         max_tokens = turn_tokens(args.env) if args.max_tokens is None else args.max_tokens
         engine = make_engine(spec, seed=args.seed)
         try:
@@ -165,6 +181,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency, env_kwargs=env_kwargs,
                 tokenizer=getattr(engine, "tokenizer", None), chat=chat,
                 history_turns=history, action_choices=choices,
+                scaffold=None if scaffold == "default" else make_scaffold(scaffold, history),
             )  # fmt: skip
         finally:
             run_sync(engine.close())
@@ -177,6 +194,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.output:
         write_jsonl(run.records(), args.output)
     settings = {"history_turns": history, "action_choices": choices, "env_kwargs": env_kwargs}
+    settings["scaffold"] = scaffold
     settings |= {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     print(_eval_report(args, spec, run, ks, **settings))
     return 0

@@ -218,16 +218,17 @@ def evaluate_samples(
     chat: bool = False,
     history_turns: int | None = None,
     action_choices: bool = False,
+    scaffold: Any = None,
 ) -> EvalRun:
     """Play ``samples`` episodes of each of ``tasks`` tasks, at most ``concurrency`` at once;
     see the module docstring. Sampling is seeded from ``seed``: each request gets its own seed
     from (seed, task, sample, turn)."""
     if samples < 1 or tasks < 1:
         raise ConfigError("tasks/samples", (tasks, samples), "must be >= 1", "use e.g. -n 1")
-    if chat and (history_turns is not None or action_choices):
+    if chat and (history_turns is not None or action_choices or scaffold is not None):
         raise ConfigError(
-            "history_turns/action_choices",
-            (history_turns, action_choices),
+            "history_turns/action_choices/scaffold",
+            (history_turns, action_choices, scaffold),
             "need token ids; the chat API sends the whole conversation, unconstrained",
             "evaluate with --api completions and a tokenizer, or drop them",
         )
@@ -241,6 +242,7 @@ def evaluate_samples(
         played = _token_episodes(
             engine, env, tasks, samples, seed, concurrency, env_kwargs, sampling,
             tokenizer=tokenizer, history_turns=history_turns, action_choices=action_choices,
+            scaffold=scaffold,
         )  # fmt: skip
     return EvalRun(played, samples, time.perf_counter() - start, "chat" if chat else "tokens")
 

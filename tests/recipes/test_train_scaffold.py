@@ -14,11 +14,13 @@ from agentgym.rollout import collect as real_collect
 
 SMALL = [
     "--set", "group_size=4", "--set", "batch_size=8", "--set", "num_minibatches=1",
-    "--max-turns", "2", "--eval-episodes", "4", "--checkpoint-every", "1", "--no-progress",
+    "--max-turns", "2", "--eval-episodes", "2", "--checkpoint-every", "1", "--no-progress",
 ]  # fmt: skip
 
 
-def test_train_with_the_react_scaffold_records_it_and_plays_through_it(tmp_path, monkeypatch):
+def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
+    tmp_path, monkeypatch, capsys
+):
     scaffolds = []
 
     def spy(*args, **kwargs):
@@ -33,6 +35,16 @@ def test_train_with_the_react_scaffold_records_it_and_plays_through_it(tmp_path,
     assert json.loads((out / "run.json").read_text())["run"]["scaffold"] == "react"
     assert len(scaffolds) >= 2  # the training batch and the evaluations
     assert all(isinstance(s, ReActScaffold) for s in scaffolds)
+    capsys.readouterr()
+
+    # agentgym eval of the run's model plays through the scaffold it was trained with
+    for given, expected in [([], "react"), (["--scaffold", "default"], "default")]:
+        scaffolds.clear()
+        args = ["eval", "--model", str(out), "--episodes", "2", "--json", *given]
+        assert main(args) == 0
+        assert json.loads(capsys.readouterr().out)["scaffold"] == expected
+        assert all(isinstance(s, ReActScaffold) == (expected == "react") for s in scaffolds)
+        assert scaffolds
 
 
 def test_an_unknown_scaffold_is_refused(tmp_path, capsys):
