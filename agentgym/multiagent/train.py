@@ -2,7 +2,8 @@
 
 The run file's ``train_roles`` (``--train-roles x``; comma-separated) names the roles the
 policy plays and learns; ``role_policies`` (``--role-policies o=heuristic``) gives the other
-roles scripted policies by name (default: the env's ``default_policies``). Evaluation plays
+roles scripted policies by name (default: the env's ``default_policies``; entries for trained
+roles are ignored). Evaluation plays
 ``eval_episodes`` games with the same opponents and reports the trained roles' success (for a
 game: the win rate).
 """
@@ -36,7 +37,11 @@ def train_roles(run: Any) -> tuple[str, ...]:
 
 
 def _opponents(run: Any) -> dict[str, Any]:
-    return dict(getattr(run, "role_policies", None) or {})
+    """``run.role_policies`` of the roles not trained (a recipe's opponent for a role that a
+    flag then trains is dropped)."""
+    trained = set(train_roles(run))
+    given = dict(getattr(run, "role_policies", None) or {})
+    return {role: policy for role, policy in given.items() if role not in trained}
 
 
 def run_source(run: Any, engine: Any, world_size: int = 1) -> MultiAgentSource:
