@@ -93,10 +93,9 @@ def roll_back(guards: Guards, run: Any, source: Any, target: Path, events: list[
     guards._record(events)
     if run.log is not None:
         _move_rows(run.out, run.log, int(trainer.state.get("log_size", 0)))
-    print(
+    guards.say(
         f"rolled back from update {tripped_at} to the checkpoint of update "
         f"{trainer.step_count}; learning rate x{guards.lr_scale:g} "
-        f"(rollback {guards.rollbacks} of {guards.config.settings.max_rollbacks})",
-        flush=True,
+        f"(rollback {guards.rollbacks} of {guards.config.settings.max_rollbacks})"
     )
     run.checkpoint(source)
