@@ -20,7 +20,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from agentgym.core.errors import ConfigError
-from agentgym.registry import resolve_id
+from agentgym.registry import MAKERS, resolve_id
 
 if TYPE_CHECKING:
     from agentgym.multiagent.core import MultiAgentEnv
@@ -69,6 +69,7 @@ def register(
         id, entry_point, tuple(roles), description, tuple(tags), dict(kwargs or {})
     )
     _MULTI[id] = info
+    MAKERS[id] = make  # agentgym.make(id) makes it
     return info
 
 

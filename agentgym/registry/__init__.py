@@ -77,6 +77,9 @@ def entry_point_name(entry_point: EntryPoint | None) -> str:
 
 
 _ENVS: dict[str, EnvInfo] = {}
+MAKERS: dict[str, Callable[..., Any]] = {}
+"""Ids that ``make`` hands to another maker: ``agentgym.multiagent.register`` puts its envs here
+(``gym.make`` makes only single-agent ``gymnasium.Env``s)."""
 
 
 def _check_registration(
@@ -234,11 +237,9 @@ def env_info(env_id: str) -> EnvInfo:
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
-    """``gym.make`` with agentgym's "did you mean" for unknown ids; a multi-agent id
-    (:mod:`agentgym.multiagent`) gives its ``MultiAgentEnv``."""
-    from agentgym.multiagent.registry import is_multiagent
-    from agentgym.multiagent.registry import make as make_multiagent
-
-    if is_multiagent(env_id):
-        return make_multiagent(env_id, **kwargs)  # type: ignore[return-value]
+    """``gym.make`` with agentgym's "did you mean" for unknown ids; an id registered with a
+    maker of its own (``MAKERS``: multi-agent envs) is made by it."""
+    maker = MAKERS.get(env_id)
+    if maker is not None:
+        return maker(env_id, **kwargs)  # type: ignore[no-any-return]
     return gym.make(resolve_id(env_id), **kwargs)
