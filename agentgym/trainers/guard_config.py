@@ -34,6 +34,9 @@ class MonitorConfig(Config):
     min_success: float | None = None
     """entropy_collapse: only counts updates whose batch success rate is below this (a policy
     that solves its tasks may be nearly deterministic); None: every update."""
+    metric: str | None = None
+    """The metric watched; None: the monitor's own (e.g. kl_spike with metric = "kl" watches
+    the KL to the reference policy instead of approx_kl)."""
 
     _bounds: ClassVar[dict[str, str]] = {"patience": ">= 1", "warmup": ">= 1", "relative": "> 0"}
 

@@ -137,7 +137,8 @@ class Guards:
 
     def _observe(self, name: str, cfg: MonitorConfig, metrics: Mapping[str, float]) -> Any:
         """Update ``name``'s streak with this update; the event when it trips now, else None."""
-        value = metrics.get(MONITORS[name].metric)
+        metric = cfg.metric or MONITORS[name].metric
+        value = metrics.get(metric)
         if value is None:
             return None
         state, step = self.state[name], int(metrics["step"])
@@ -155,7 +156,7 @@ class Guards:
         return {
             "update": step,
             "monitor": name,
-            "metric": MONITORS[name].metric,
+            "metric": metric,
             "value": float(value),
             "threshold": float(limit),
             "since_update": state["start"],

@@ -158,7 +158,7 @@ def rollback_guards() -> Guards:
     return Guards(GuardsConfig.from_dict({"reward_hacking": {"action": "rollback"}}))
 
 
-def run_to(out: Path, steps: int, kill_at: tuple[int, int] | None = None) -> Any:
+def run_to(out: Path, steps: int, kill_at: tuple[int, int] | None = None, keep: int = 2) -> Any:
     """fit with the flagging source; ``kill_at=(rollbacks, step)`` raises out of the loop when
     that update is done (before its metrics are logged), like a kill."""
     trainer = make("grpo", policy=models.load(seed=0), config=FIT_CONFIG)
@@ -170,8 +170,8 @@ def run_to(out: Path, steps: int, kill_at: tuple[int, int] | None = None) -> Any
 
     source = FlaggingSource(guards, at=4)  # the 5th batch: update 5
     with contextlib.suppress(KeyboardInterrupt), contextlib.redirect_stdout(io.StringIO()):
-        fit(trainer, source, steps=steps, out=out, checkpoint_every=1, on_metrics=maybe_kill,
-            guards=guards)
+        fit(trainer, source, steps=steps, out=out, checkpoint_every=1, keep_checkpoints=keep,
+            on_metrics=maybe_kill, guards=guards)
     return trainer, guards
 
 
@@ -194,6 +194,19 @@ def test_rollback_returns_to_a_good_checkpoint_with_a_lower_learning_rate(tmp_pa
     assert [row["step"] for row in discarded] == [4, 5]
     assert discarded[1]["guards/flagged_rate"] > 0
     assert json.loads((tmp_path / EVENTS_FILE).read_text()) == event
+
+
+def test_pruning_keeps_the_checkpoint_a_rollback_needs(tmp_path):
+    trainer, guards = run_to(tmp_path, steps=5, keep=1)  # the newest alone would be update 4's
+    (event,) = guards.events
+    assert (event["action"], event["to_update"]) == ("rollback", 3)
+    assert trainer.step_count == 5
+
+
+def test_a_monitor_can_watch_another_metric():
+    config = GuardsConfig.from_dict({"kl_spike": {"metric": "kl", "threshold": 0.5}})
+    events = replay(Guards(config), rows(kl=[0.1, 0.7], approx_kl=[0.0, 0.0]))
+    assert [(e["metric"], e["update"]) for e in events] == [("kl", 2)]
 
 
 @pytest.mark.parametrize("kill_at", [(1, 4), (1, 6)])
