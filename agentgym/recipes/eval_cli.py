@@ -193,8 +193,8 @@ def run_eval(args: argparse.Namespace) -> int:
         return 1
     if args.output:
         write_jsonl(run.records(), args.output)
-    settings = {"history_turns": history, "action_choices": choices, "env_kwargs": env_kwargs}
-    settings["scaffold"] = scaffold
+    settings: dict[str, Any] = {"history_turns": history, "action_choices": choices}
+    settings |= {"env_kwargs": env_kwargs, "scaffold": scaffold}
     settings |= {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     print(_eval_report(args, spec, run, ks, **settings))
     return 0
