@@ -142,13 +142,16 @@ class FlaggingSource(SyntheticSource):
     guards have rolled back once (the guards' state is checkpointed, so this is deterministic
     across a resume)."""
 
-    def __init__(self, guards: Guards, at: int) -> None:
+    def __init__(self, guards: Guards, at: int, staleness: int) -> None:
         super().__init__(4)
-        self.guards, self.at = guards, at
+        self.guards, self.at, self.staleness = guards, at, staleness
 
     def collect(self, num_groups: int) -> list[Episode]:
         position = self.position
         batch = super().collect(num_groups)
+        if self.staleness:  # collected ahead: the version the pipeline binds batch p to
+            for episode in batch:
+                episode.weight_versions = [max(0, position - self.staleness)] * 2
         if position == self.at and self.guards.rollbacks == 0:
             batch[0].turns[-1].info["tampering"] = ["edited the tests"]
         return batch
@@ -158,17 +161,21 @@ def rollback_guards() -> Guards:
     return Guards(GuardsConfig.from_dict({"reward_hacking": {"action": "rollback"}}))
 
 
-def run_to(out: Path, steps: int, kill_at: tuple[int, int] | None = None, keep: int = 2) -> Any:
+def run_to(
+    out: Path, steps: int, kill_at: tuple[int, int] | None = None, keep: int = 2, staleness: int = 0
+) -> Any:
     """fit with the flagging source; ``kill_at=(rollbacks, step)`` raises out of the loop when
-    that update is done (before its metrics are logged), like a kill."""
-    trainer = make("grpo", policy=models.load(seed=0), config=FIT_CONFIG)
+    that update is done (before its metrics are logged), like a kill. ``staleness``: the
+    trainer's max_staleness (batches collected ahead in a background thread)."""
+    config = {**FIT_CONFIG, "max_staleness": staleness}
+    trainer = make("grpo", policy=models.load(seed=0), config=config)
     guards = rollback_guards()
 
     def maybe_kill(metrics: dict[str, float]) -> None:
         if kill_at == (guards.rollbacks, int(metrics["step"])):
             raise KeyboardInterrupt
 
-    source = FlaggingSource(guards, at=4)  # the 5th batch: update 5
+    source = FlaggingSource(guards, at=4, staleness=staleness)  # the 5th batch: update 5
     with contextlib.suppress(KeyboardInterrupt), contextlib.redirect_stdout(io.StringIO()):
         fit(trainer, source, steps=steps, out=out, checkpoint_every=1, keep_checkpoints=keep,
             on_metrics=maybe_kill, guards=guards)
@@ -209,12 +216,13 @@ def test_a_monitor_can_watch_another_metric():
     assert [(e["metric"], e["update"]) for e in events] == [("kl", 2)]
 
 
-@pytest.mark.parametrize("kill_at", [(1, 4), (1, 6)])
-def test_resume_after_a_rollback_is_exact(tmp_path, kill_at):
-    straight, _ = run_to(tmp_path / "straight", steps=7)
-    killed, _ = run_to(tmp_path / "run", steps=7, kill_at=kill_at)
+@pytest.mark.parametrize(("kill_at", "staleness"), [((1, 4), 0), ((1, 6), 0), ((1, 5), 1)])
+def test_resume_after_a_rollback_is_exact(tmp_path, kill_at, staleness):
+    straight, first = run_to(tmp_path / "straight", steps=7, staleness=staleness)
+    assert first.rollbacks == 1
+    killed, _ = run_to(tmp_path / "run", steps=7, kill_at=kill_at, staleness=staleness)
     assert killed.step_count == kill_at[1]
-    resumed, guards = run_to(tmp_path / "run", steps=7)
+    resumed, guards = run_to(tmp_path / "run", steps=7, staleness=staleness)
     assert guards.rollbacks == 1
     assert resumed.lr_scale == 0.5
     for name in ("metrics.jsonl", ROLLED_BACK_FILE):
