@@ -83,8 +83,8 @@ class Guards:
         """Rates over the episodes collected for an update (several collect calls when DAPO's
         dynamic sampling asks for more): ``guards/infra_error_rate``, ``guards/flagged_rate``,
         ``guards/valid_action_rate`` (of steps that say ``invalid_action``) and
-        ``guards/return_excess`` (how far a return lies outside ``reward_range``). Empty until
-        ``update``."""
+        ``guards/return_excess`` (how far a return lies outside ``reward_range``, when there is
+        one). Empty until ``update``."""
         low, high = self.reward_range or (float("-inf"), float("inf"))
         keys = self.config.flag_keys
         counts = self._pending
@@ -105,8 +105,9 @@ class Guards:
         metrics = {
             "guards/infra_error_rate": counts[1] / counts[0],
             "guards/flagged_rate": counts[2] / counts[0],
-            "guards/return_excess": max(counts[5:], default=0.0),
         }
+        if self.reward_range is not None:
+            metrics["guards/return_excess"] = max(counts[5:], default=0.0)
         if counts[4]:
             metrics["guards/valid_action_rate"] = counts[3] / counts[4]
         return metrics

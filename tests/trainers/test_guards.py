@@ -123,6 +123,8 @@ def test_episode_rates_accumulate_until_an_update():
         "guards/valid_action_rate": 0.5,
     }
     assert "guards/valid_action_rate" not in guards.episode_metrics([episode(0.0)], update=True)
+    no_range = Guards().episode_metrics([episode(9.0)], update=True)
+    assert "guards/return_excess" not in no_range
 
 
 def test_reward_hacking_and_infra_defaults():
