@@ -291,10 +291,24 @@ class Collector:
             )
         key = tuple(texts)
         if key not in self._choice_ids:
+            self._check_choices(key)
             self._choice_ids[key] = tuple(
                 tuple(self.renderer.reply_ids(t)) for t in dict.fromkeys(key)
             )
         return self._choice_ids[key]
+
+    def _check_choices(self, texts: tuple[str, ...]) -> None:
+        """A constrained reply is one of ``texts``: the scaffold must hand it to the env as it
+        is (ReAct's would read it as a reply without an ``Action:`` line)."""
+        scaffold = self.plan.scaffold
+        changed = [t for t in texts if scaffold.action(t) != t]
+        if changed:
+            raise Error(
+                f"constrained decoding samples the env's action texts as replies, but the "
+                f"scaffold {type(scaffold).__name__} does not pass {changed[0]!r} to the env "
+                "as it is. Fix: collect without action_choices, or with a scaffold whose "
+                "action(text) returns the env's action texts unchanged (the default)"
+            )
 
     def _request_seed(self, builder: EpisodeBuilder) -> int | None:
         """A distinct, reproducible seed per request from ``sampling_seed`` (one seed for every

@@ -14,7 +14,7 @@ import torch
 
 from agentgym.core.aio import run_sync
 from agentgym.core.types import Episode, Message, tool_message, user
-from agentgym.error import ConfigError
+from agentgym.error import ConfigError, Error
 from agentgym.inference import HFEngine
 from agentgym.inference.chat import render_ids, render_text
 from agentgym.models import load_tokenizer
@@ -259,3 +259,17 @@ def test_the_trainers_collector_source_plays_through_its_scaffold(tok):
         assert episode.messages[0]["content"].endswith(ReActScaffold().instructions)
         after = episode.messages[episode.messages.index(episode.turns[0].action) + 1]
         assert after["content"].startswith("Observation: ")
+
+
+def test_a_scaffold_that_would_rewrite_constrained_replies_is_refused(tok):
+    engine = ScriptedEngine(tok)
+    with pytest.raises(Error, match="action_choices"):
+        collect(
+            engine, "agentgym/FrozenLake-v0", 1, 0, max_turns=1, action_choices=True,
+            env_kwargs={"tool": False}, scaffold=ReActScaffold(),
+        )  # fmt: skip
+    (episode,) = collect(
+        engine, "agentgym/FrozenLake-v0", 1, 0, max_turns=1, action_choices=True,
+        env_kwargs={"tool": False}, scaffold=history_window(0),
+    )  # fmt: skip
+    assert episode.turn_choices
