@@ -43,6 +43,11 @@ EVENTS_FILE = "guards.jsonl"
 ROLLED_BACK_FILE = "metrics.rolled_back.jsonl"
 
 
+def _fresh_counts() -> dict[str, float]:
+    """Episode counts toward the next update's ``guards/*`` rates."""
+    return dict.fromkeys(("episodes", "infra", "flagged", "valid", "judged", "excess"), 0.0)
+
+
 def _fresh_monitor_state() -> dict[str, Any]:
     return {"streak": 0, "start": None, "history": []}
 
@@ -71,7 +76,7 @@ class Guards:
         self.state: dict[str, dict[str, Any]] = {n: _fresh_monitor_state() for n in self.monitors}
         self.out: Path | None = None
         self.rank = 0
-        self._pending: list[float] = [0.0] * 5
+        self._pending = _fresh_counts()
 
     @property
     def enabled(self) -> bool:
@@ -85,31 +90,32 @@ class Guards:
         ``guards/valid_action_rate`` (of steps that say ``invalid_action``) and
         ``guards/return_excess`` (how far a return lies outside ``reward_range``, when there is
         one). Empty until ``update``."""
+        if not self.enabled:
+            return {}
         low, high = self.reward_range or (float("-inf"), float("inf"))
-        keys = self.config.flag_keys
         counts = self._pending
         for episode in episodes:
             infos = [episode.reset_info, *(t.info for t in episode.turns)]
             judged = [bool(i["invalid_action"]) for i in infos if "invalid_action" in i]
             total = episode.total_reward
-            counts[0] += 1
-            counts[1] += float(episode.infra_error)
-            counts[2] += float(any(i.get(k) for i in infos for k in keys))
-            counts[3] += len(judged) - sum(judged)
-            counts[4] += len(judged)
-            excess = max(0.0, total - high, low - total) if not episode.infra_error else 0.0
-            counts.append(excess)
-        if not update or not counts[0]:
+            counts["episodes"] += 1
+            counts["infra"] += float(episode.infra_error)
+            counts["flagged"] += float(any(i.get(k) for i in infos for k in self.config.flag_keys))
+            counts["valid"] += len(judged) - sum(judged)
+            counts["judged"] += len(judged)
+            if not episode.infra_error:
+                counts["excess"] = max(counts["excess"], total - high, low - total)
+        if not update or not counts["episodes"]:
             return {}
-        self._pending = [0.0] * 5
+        self._pending = _fresh_counts()
         metrics = {
-            "guards/infra_error_rate": counts[1] / counts[0],
-            "guards/flagged_rate": counts[2] / counts[0],
+            "guards/infra_error_rate": counts["infra"] / counts["episodes"],
+            "guards/flagged_rate": counts["flagged"] / counts["episodes"],
         }
         if self.reward_range is not None:
-            metrics["guards/return_excess"] = max(counts[5:], default=0.0)
-        if counts[4]:
-            metrics["guards/valid_action_rate"] = counts[3] / counts[4]
+            metrics["guards/return_excess"] = counts["excess"]
+        if counts["judged"]:
+            metrics["guards/valid_action_rate"] = counts["valid"] / counts["judged"]
         return metrics
 
     # -- checks ---------------------------------------------------------------------------
@@ -288,7 +294,7 @@ class Guards:
         self.lr_scale = float(state.get("lr_scale", 1.0))
         self.events = [dict(e) for e in state.get("events", [])]
         self.load_monitors(state.get("monitors", {}))
-        self._pending = [0.0] * 5
+        self._pending = _fresh_counts()
         if self.out is not None:
             sizes = state.get("sizes", {})
             for name in (EVENTS_FILE, ROLLED_BACK_FILE):

@@ -125,6 +125,7 @@ def test_episode_rates_accumulate_until_an_update():
     assert "guards/valid_action_rate" not in guards.episode_metrics([episode(0.0)], update=True)
     no_range = Guards().episode_metrics([episode(9.0)], update=True)
     assert "guards/return_excess" not in no_range
+    assert Guards(GuardsConfig.from_dict("off")).episode_metrics([episode(0.0)], True) == {}
 
 
 def test_reward_hacking_and_infra_defaults():
