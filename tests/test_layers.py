@@ -30,14 +30,14 @@ import agentgym
 # which looks up registered env metadata) import ``core`` and ``registry``.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.core", "agentgym.error", "agentgym.extras", "agentgym.models", "agentgym.wrappers"),
-    ("agentgym.registry", "agentgym", "agentgym.utils"),
+    ("agentgym.registry", "agentgym", "agentgym.utils", "agentgym.multiagent.registry"),
     ("agentgym.sandbox",),
-    ("agentgym.envs",),
+    ("agentgym.envs", "agentgym.multiagent"),  # the multi-agent env API, under its envs
     ("agentgym.vector",),
     ("agentgym.inference",),
-    ("agentgym.rollout",),
-    ("agentgym.trainers",),
-    ("agentgym.recipes", "agentgym.integrations"),
+    ("agentgym.rollout", "agentgym.multiagent.policies", "agentgym.multiagent.rollout"),
+    ("agentgym.trainers", "agentgym.multiagent.source"),
+    ("agentgym.recipes", "agentgym.integrations", "agentgym.multiagent.train"),
     ("agentgym.cli", "agentgym.__main__"),
 )
 
@@ -202,12 +202,15 @@ def _components(graph: Mapping[str, list[Import]]) -> list[set[str]]:
 
 
 def layer_of(module: str) -> int | None:
+    """The layer of the most specific entry naming ``module`` or a package above it."""
+    found: tuple[int, int] | None = None  # (entry length, layer)
     for position, layer in enumerate(LAYERS):
         for entry in layer:
             # "agentgym" is the top-level module alone, not every module under it.
-            if module == entry or (entry != "agentgym" and module.startswith(f"{entry}.")):
-                return position
-    return None
+            named = module == entry or (entry != "agentgym" and module.startswith(f"{entry}."))
+            if named and (found is None or len(entry) > found[0]):
+                found = (len(entry), position)
+    return None if found is None else found[1]
 
 
 def _describe(cycle: list[Import]) -> str:

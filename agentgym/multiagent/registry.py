@@ -14,16 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from agentgym.core.errors import ConfigError
 from agentgym.registry import MAKERS, resolve_id
-
-if TYPE_CHECKING:
-    from agentgym.multiagent.core import MultiAgentEnv
 
 __all__ = ["MultiAgentInfo", "is_multiagent", "list_multiagent_envs", "make", "register"]
 
@@ -94,8 +91,9 @@ def multiagent_info(env_id: str) -> MultiAgentInfo:
     return _MULTI[env_id]
 
 
-def make(env_id: str, **kwargs: Any) -> MultiAgentEnv:
-    """Make the multi-agent env ``env_id`` with ``kwargs`` over its registered defaults."""
+def make(env_id: str, **kwargs: Any) -> Any:
+    """The ``MultiAgentEnv`` of ``env_id``, with ``kwargs`` over its registered defaults (typed
+    ``Any``: this module sits below the envs' layer, see tests/test_layers.py)."""
     multiagent_info(env_id)
     spec = gym.spec(env_id)
     creator = spec.entry_point
@@ -103,7 +101,7 @@ def make(env_id: str, **kwargs: Any) -> MultiAgentEnv:
         creator = load_env_creator(creator)
     env = creator(**{**spec.kwargs, **kwargs})
     env.spec = spec
-    return env  # type: ignore[no-any-return]
+    return env
 
 
 def register_builtin_multiagent_envs() -> None:
