@@ -14,14 +14,15 @@ MiniWoB (its task names), Math-v0 (its generators' difficulty knobs).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.info import DIFFICULTY
 
 __all__ = ["DIFFICULTY", "difficulty_levels"]
 
-DIFFICULTY: Final = "difficulty"
-"""The reset option that picks a level, and the reset info key that reports it."""
+# DIFFICULTY ("difficulty"): the reset option that picks a level, and the reset info key
+# (agentgym.core.info) that reports it.
 
 
 def difficulty_levels(env: Any) -> tuple[Any, ...] | None:

@@ -28,6 +28,8 @@ key                    where        meaning
 ``infra_error``        both         ``bool``: the call failed outside the model (sandbox, server,
                                     browser); the episode ends and trainers drop the sample
 ``error``              both         ``str``: what failed, beside ``infra_error=True``
+``difficulty``         reset        the difficulty level played, one of the env's declared
+                                    ``difficulty_levels`` (:mod:`agentgym.core.difficulty`)
 =====================  ===========  ==========================================================
 """
 
@@ -39,6 +41,7 @@ from typing import Any, Final, Literal, TypedDict
 
 __all__ = [
     "ACTION_CHOICES",
+    "DIFFICULTY",
     "ERROR",
     "INFRA_ERROR",
     "KEYS",
@@ -65,6 +68,7 @@ REWARD_COMPONENTS: Final = "reward_components"
 TRUNCATION_REASON: Final = "truncation_reason"
 INFRA_ERROR: Final = "infra_error"
 ERROR: Final = "error"
+DIFFICULTY: Final = "difficulty"
 
 KEYS: Final = (
     TOOLS,
@@ -76,6 +80,7 @@ KEYS: Final = (
     TRUNCATION_REASON,
     INFRA_ERROR,
     ERROR,
+    DIFFICULTY,
 )
 """Every key this contract defines."""
 
@@ -92,6 +97,7 @@ class ResetInfo(TypedDict, total=False):
     action_choices: list[str]
     infra_error: bool
     error: str
+    difficulty: Any
 
 
 class StepInfo(TypedDict, total=False):
