@@ -89,9 +89,11 @@ class TicTacToeEnv(MultiAgentEnv):
     Sandbox:
         None: pure Python.
 
-    Info keys: ``board``, ``mark``, ``action_choices`` (the free cells as fenced actions),
-    ``turn``; ``invalid_action`` after an invalid action; at the end ``success``, ``outcome``
-    (``win``/``loss``/``draw``), ``winner`` (``x``, ``o`` or None), ``forfeit``.
+    Info keys (``infos[role]``, what ``last()`` gives the role before it acts): ``board``,
+    ``mark``, ``action_choices`` (the free cells as fenced actions), ``turn``; ``invalid_action``
+    after an invalid action (and in the final info of a role that forfeits); at the end
+    ``success``, ``outcome`` (``win``/``loss``/``draw``), ``winner`` (``x``, ``o`` or None),
+    ``forfeit``.
 
     Version history:
         v0: first version.
