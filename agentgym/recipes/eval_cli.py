@@ -160,6 +160,19 @@ def _eval_report(args: argparse.Namespace, spec: Any, run: Any, ks: list[int], *
     return "\n".join([f"{args.env}: {head}", f"  {'model':<16}{engine}", *rest])
 
 
+def _single_agent(env_id: str) -> None:
+    from agentgym.multiagent.registry import is_multiagent
+
+    if is_multiagent(env_id):
+        raise ConfigError(
+            "env",
+            env_id,
+            "is a multi-agent env; agentgym eval plays single-agent envs",
+            "evaluate it with agentgym train's evaluations (--eval-episodes) or "
+            "agentgym.multiagent.rollout.play_games (docs/multiagent.md)",
+        )
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from agentgym.core.aio import run_sync
     from agentgym.recipes.engines import engine_spec, make_engine
@@ -167,6 +180,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from agentgym.rollout.scaffold import make_scaffold
 
     try:
+        _single_agent(args.env)
         spec = engine_spec(args)
         tasks, samples, ks = _counts(args)
         history, choices, env_kwargs = _policy_settings(args, spec.served)

@@ -93,3 +93,8 @@ def test_a_source_continues_exactly_from_its_state():
         MultiAgentSource(engine, TTT, **kwargs, policies={"x": "random"})
     with pytest.raises(ConfigError, match="roles of"):
         MultiAgentSource(engine, TTT, train_roles=["z"], group_size=2)
+
+
+def test_agentgym_eval_refuses_a_multi_agent_env_and_names_the_way(capsys):
+    assert main(["eval", "--env", TTT, "--episodes", "2"]) == 2
+    assert "multi-agent env" in capsys.readouterr().err
