@@ -32,7 +32,7 @@ def recorded(monkeypatch):
     return batches
 
 
-@pytest.mark.slow  # ~20 s: two short runs of the tiny policy, with evaluations
+@pytest.mark.slow  # two short runs of the tiny policy: ~5 s alone, 20-30 s beside other jobs
 def test_train_trains_only_the_chosen_role_and_resumes(tmp_path, recorded):
     out = tmp_path / "run"
     argv = [
