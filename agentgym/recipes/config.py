@@ -357,7 +357,8 @@ def resolve_run(*layers: Layer) -> RunConfig:
     try:
         return RunConfig.from_dict(merged)
     except ConfigError as error:
-        _, source = setters.get(error.name, (0, "the default"))
+        table = error.name.rsplit(".", 1)[0]  # a key inside a nested table (guards.kl_spike.x)
+        _, source = setters.get(error.name, setters.get(table, (0, "the default")))
         rule = f"{error.rule} (set by {source})"
         raise ConfigError(error.name, error.value, rule, error.fix) from None
 

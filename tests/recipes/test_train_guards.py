@@ -87,7 +87,7 @@ def test_guards_flag_and_table_reach_the_run(tmp_path):
     }
     assert dict(run_from_args(_args()).guards) == {}
     (tmp_path / "bad.toml").write_text("[guards.kl_spike]\naction = 'explode'\n")
-    with pytest.raises(ConfigError, match=r"guards\.kl_spike\.action"):
+    with pytest.raises(ConfigError, match=r"guards\.kl_spike\.action.*set by .*bad\.toml"):
         run_from_args(_args("--config", str(tmp_path / "bad.toml")))
 
 
