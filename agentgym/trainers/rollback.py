@@ -17,12 +17,9 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgym.trainers.checkpoint import MANIFEST
-
-if TYPE_CHECKING:
-    from agentgym.trainers.guards import Guards
 
 __all__ = ["checkpoint_at_or_before", "roll_back"]
 
@@ -73,9 +70,12 @@ def _move_rows(out: Path, log: Any, size: int) -> None:
     log.truncate(size)
 
 
-def roll_back(guards: Guards, run: Any, source: Any, target: Path, events: list[dict]) -> None:
+def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dict]) -> None:
     """Return ``run`` (fit's run folder) and ``source`` to the checkpoint ``target``, lower the
-    learning rate, record ``events`` (the trip that asked for it) and checkpoint (collective)."""
+    learning rate, record ``events`` (the trip that asked for it) and checkpoint (collective).
+
+    ``guards`` is the run's ``agentgym.trainers.guards.Guards`` (not imported here: it imports
+    this module)."""
     trainer = run.trainer
     tripped_at = max(e["update"] for e in events)
     trainer.load(target)
