@@ -36,11 +36,11 @@ from typing import Any
 
 from agentgym.core.types import Episode
 from agentgym.trainers.guard_config import MONITORS, GuardsConfig, MonitorConfig
+from agentgym.trainers.rollback import ROLLED_BACK_FILE
 
 __all__ = ["MONITORS", "Guards", "GuardsConfig", "MonitorConfig"]
 
 EVENTS_FILE = "guards.jsonl"
-ROLLED_BACK_FILE = "metrics.rolled_back.jsonl"
 
 
 def _fresh_counts() -> dict[str, float]:

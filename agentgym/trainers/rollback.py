@@ -21,7 +21,10 @@ from typing import Any
 
 from agentgym.trainers.checkpoint import MANIFEST
 
-__all__ = ["checkpoint_at_or_before", "roll_back"]
+__all__ = ["ROLLED_BACK_FILE", "checkpoint_at_or_before", "roll_back"]
+
+ROLLED_BACK_FILE = "metrics.rolled_back.jsonl"
+"""Where the metrics rows a rollback discarded go (beside ``metrics.jsonl``)."""
 
 _STEP_DIR = re.compile(r"step-(\d+)")
 
@@ -58,7 +61,6 @@ def _delete_after(directory: Path, step: int) -> None:
 
 def _move_rows(out: Path, log: Any, size: int) -> None:
     """The metrics rows after byte ``size`` of ``metrics.jsonl`` go to the rolled-back file."""
-    from agentgym.trainers.guards import ROLLED_BACK_FILE
 
     with open(log.path, "rb") as f:
         f.seek(size)
