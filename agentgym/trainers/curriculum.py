@@ -280,7 +280,8 @@ def make_curriculum(
             "curriculum",
             name,
             "needs an env with two or more difficulty levels",
-            "declare difficulty_levels on the env (FrozenLake: env_kwargs sizes=[3,4,5,6])",
+            "declare difficulty_levels on the env (FrozenLake: --train-env-kwargs "
+            "'{\"sizes\": [3, 4, 5, 6]}')",
         )
     try:
         return CURRICULA[name](tasks=list(tasks), seed=seed, **params)
