@@ -37,7 +37,8 @@ def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     assert not failed, (failed, proc.stdout[-2000:])
     assert proc.returncode == 0
     assert set(sections) == {
-        "model", "main_job", "ds_step", "logprobs", "generation", "grpo_step", "trl"
+        "model", "main_job", "ds_step", "logprobs", "generation", "grpo_step", "trl",
+        "server_loop",
     }  # fmt: skip
     assert sections["main_job"]["figures"]["updates"] == 1
     logprobs = sections["logprobs"]["figures"]
@@ -48,3 +49,6 @@ def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     assert step["engine_shares_weights"] is True
     assert step["update_tokens"] > 0
     assert sections["generation"]["figures"]["hfengine_static_tok_s"] > 0
+    loop = sections["server_loop"]["figures"]
+    assert loop["updates"] == 2 and loop["served_version"] == 2  # a push after each update
+    assert loop["max_logprob_gap_vs_fp32"] < 1e-4

@@ -256,6 +256,14 @@ class RunConfig(Config):
             f"are applied by the in-process engine only, not engine {self.engine}",
             "pass --no-action-choices (action_choices = false), or --engine hf",
         )
+        require(
+            not (self.scaffold == "react" and self.action_choices),
+            self,
+            "action_choices",
+            "sample the env's bare action texts, which the react scaffold would read as replies "
+            "without an 'Action:' line",
+            "pass --no-action-choices (action_choices = false) with --scaffold react",
+        )
 
     @classmethod
     def _field_types(cls) -> dict[str, Any]:

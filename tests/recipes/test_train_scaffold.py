@@ -31,7 +31,9 @@ def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
     monkeypatch.setattr("agentgym.rollout.collect", spy)  # the evaluations import it from here
     out = tmp_path / "run"
     flags = ["train", "--steps", "1", "--out", str(out), "--scaffold", "react", *SMALL]
-    assert main(flags) == 0
+    assert main(flags) == 2  # FrozenLake's recipe decodes among its moves: refused at the start
+    assert "--no-action-choices" in capsys.readouterr().err
+    assert main([*flags, "--no-action-choices"]) == 0
     assert json.loads((out / "run.json").read_text())["run"]["scaffold"] == "react"
     assert len(scaffolds) >= 2  # the training batch and the evaluations
     assert all(isinstance(s, ReActScaffold) for s in scaffolds)
