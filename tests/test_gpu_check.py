@@ -50,5 +50,6 @@ def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     assert step["update_tokens"] > 0
     assert sections["generation"]["figures"]["hfengine_static_tok_s"] > 0
     loop = sections["server_loop"]["figures"]
-    assert loop["updates"] == 2 and loop["served_version"] == 2  # a push after each update
+    assert loop["updates"] == 2
+    assert loop["served_version"] == 2  # a push after each update
     assert loop["max_logprob_gap_vs_fp32"] < 1e-4
