@@ -48,7 +48,7 @@ from agentgym.core.errors import (
 )
 from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
 from agentgym.core.spaces import AssistantTurn, Messages
-from agentgym.core.styles import SyncWorker, install_adapters, style_of
+from agentgym.core.styles import WorkerOwner, install_adapters, style_of
 from agentgym.core.tools import Tool, ToolCallFailed, clip
 from agentgym.core.types import Action, Message, Observation, tool_message
 
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 StepResult = tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]
 
 
-class AgentEnv(gym.Env[Observation, Action]):
+class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
     """A Gymnasium env whose observations are chat messages and whose actions are model turns.
 
     Args:
@@ -121,20 +121,6 @@ class AgentEnv(gym.Env[Observation, Action]):
                 "action)`, or the Gymnasium pair `def reset(self, *, seed=None, options=None)` and "
                 "`def step(self, action)`"
             )
-
-    def _sync_worker(self) -> SyncWorker:
-        """The thread this env's synchronous methods run on when called through the async API."""
-        worker = self.__dict__.get("_worker")
-        if worker is None or not worker.alive:
-            worker = SyncWorker(f"agentgym-env-{type(self).__name__}")
-            self.__dict__["_worker"] = worker
-        return worker
-
-    def _mark_closed(self) -> None:
-        self._closed = True
-        worker = self.__dict__.pop("_worker", None)
-        if worker is not None:
-            worker.stop()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

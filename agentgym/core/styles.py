@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeVar
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import EnvStateError
 
-__all__ = ["PAIRS", "StyledEnv", "SyncWorker", "install_adapters", "style_of"]
+__all__ = ["PAIRS", "StyledEnv", "SyncWorker", "WorkerOwner", "install_adapters", "style_of"]
 
 T = TypeVar("T")
 
@@ -99,6 +99,27 @@ class SyncWorker:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+
+class WorkerOwner:
+    """The worker-thread half of ``StyledEnv`` for an env class (``AgentEnv``,
+    ``MultiAgentEnv``): one ``SyncWorker`` per env, made on first use, stopped at close."""
+
+    _closed: bool
+
+    def _sync_worker(self) -> SyncWorker:
+        """The thread this env's synchronous methods run on when called through the async API."""
+        worker = self.__dict__.get("_worker")
+        if worker is None or not worker.alive:
+            worker = SyncWorker(f"agentgym-env-{type(self).__name__}")
+            self.__dict__["_worker"] = worker
+        return worker
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        worker = self.__dict__.pop("_worker", None)
+        if worker is not None:
+            worker.stop()
 
 
 class StyledEnv(Protocol):

@@ -41,7 +41,7 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from agentgym.core.errors import EnvDefinitionError, EnvStateError
-from agentgym.core.styles import SyncWorker, install_adapters, style_of
+from agentgym.core.styles import WorkerOwner, install_adapters, style_of
 from agentgym.core.types import Action, Message, Observation
 
 __all__ = ["LastResult", "MultiAgentEnv"]
@@ -50,7 +50,7 @@ LastResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 """``last()``: the selected agent's observation, cumulative reward, terminated, truncated, info."""
 
 
-class MultiAgentEnv:
+class MultiAgentEnv(WorkerOwner):
     """A turn-based text env of several agents (roles); see the module docstring.
 
     Subclasses set ``possible_agents`` (the role names, in seat order) and implement one step
@@ -103,19 +103,6 @@ class MultiAgentEnv:
         install_adapters(cls)
 
     # --- what the styles adapters need ---------------------------------------------------------
-
-    def _sync_worker(self) -> SyncWorker:
-        worker = self.__dict__.get("_worker")
-        if worker is None or not worker.alive:
-            worker = SyncWorker(f"agentgym-env-{type(self).__name__}")
-            self.__dict__["_worker"] = worker
-        return worker
-
-    def _mark_closed(self) -> None:
-        self._closed = True
-        worker = self.__dict__.pop("_worker", None)
-        if worker is not None:
-            worker.stop()
 
     @property
     def closed(self) -> bool:
