@@ -94,5 +94,10 @@ def test_the_default_frozenlake_run_wins_most_episodes(runs: dict[str, Path], na
     assert summary["first_batch_success_0.9"] is not None  # some batch won 0.9 of its episodes
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == summary["steps"] == 150
-    assert all(row["entropy"] <= 1.3863 for row in rows)  # sampled among the four moves
-    assert rows[-1]["lr"] < 0.2 * rows[0]["lr"]  # the learning rate fell
+    # DAPO: a batch whose groups were all solved (or all failed) after its refill rounds is an
+    # update with no optimizer step, hence no loss, entropy or lr; every other row trained
+    trained = [row for row in rows if row["optimizer_steps"] > 0]
+    assert all("entropy" in row for row in trained)
+    assert len(trained) >= 0.9 * len(rows)
+    assert all(row["entropy"] <= 1.3863 for row in trained)  # sampled among the four moves
+    assert trained[-1]["lr"] < 0.2 * trained[0]["lr"]  # the learning rate fell
