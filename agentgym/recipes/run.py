@@ -191,7 +191,7 @@ def _curriculum(run: RunConfig, world_size: int) -> Any:
     """The run's curriculum over the training env's tasks (its declared difficulty levels)."""
     from agentgym.trainers.curriculum import Task, make_curriculum, task_set
 
-    if run.curriculum == "uniform":
+    if run.curriculum == "uniform" and "tasks_per_level" not in run.curriculum_kwargs:
         return make_curriculum("uniform", [Task("all")], seed=run.seed, **run.curriculum_kwargs)
     if world_size > 1:
         raise ConfigError(

@@ -12,7 +12,8 @@ A ``Task`` is a set of reset options (``{"difficulty": 6}``: any 6x6 map, the se
 the options of task ``j``, and reports each group's successes with ``update``. Three samplers:
 
 - ``uniform`` (the default): no options at all, so the seed alone picks the task, exactly as
-  without a curriculum.
+  without a curriculum; over pinned tasks (``tasks_per_level``), each group draws one of them
+  with equal probability.
 - ``schedule``: the env's difficulty levels, easiest first; the current level's tasks (and,
   with probability ``review``, an earlier level's) until its recent success reaches
   ``threshold`` over ``min_tries`` episodes, or for ``updates_per_level`` batches.
@@ -157,12 +158,10 @@ class Sampler:
 
 @dataclass
 class Uniform(Sampler):
-    """Today's behaviour: no reset options; the seed picks the task (see the module)."""
+    """Today's behaviour over ``[Task("all")]`` (no reset options; the seed picks the task), or
+    equal draws over a set of pinned tasks (``tasks_per_level``; see the module)."""
 
     name = "uniform"
-
-    def _draw(self, rng: np.random.Generator) -> Task:
-        return self.tasks[0]
 
 
 @dataclass
@@ -273,8 +272,8 @@ def make_curriculum(
     """The sampler ``name`` (uniform, schedule, adaptive) over ``tasks`` with ``params``."""
     if name not in CURRICULA:
         raise ConfigError("curriculum", name, f"is not one of {sorted(CURRICULA)}", "pick one")
-    if name == "uniform":
-        tasks = [Task("all")]
+    if name == "uniform" and not any(t.options and "task_id" in t.options for t in tasks):
+        tasks = [Task("all")]  # levels alone: the seed draws them, as without a curriculum
     elif len({t.difficulty for t in tasks}) < 2 and name == "schedule":
         raise ConfigError(
             "curriculum",

@@ -66,6 +66,18 @@ def test_task_set_reads_frozenlake_sizes_as_difficulty_levels():
     assert pinned == task_set(ENV, {"sizes": [3, 4]}, tasks_per_level=2, seed=1)
 
 
+def test_uniform_over_pinned_tasks_draws_each_equally_and_over_levels_lets_the_seed_pick():
+    pinned = task_set(ENV, {"sizes": [3, 4, 5, 6]}, tasks_per_level=2, seed=0)
+    drawn = _play(make_curriculum("uniform", pinned, seed=0), range(400), groups=8)
+    counts = np.array([drawn.count(t.key) for t in pinned])
+    assert counts.sum() == 3200
+    assert counts.min() > 306  # 400 each; 5 sigma is ~94
+    assert counts.max() < 494
+    assert drawn == _play(make_curriculum("uniform", pinned, seed=0), range(400), groups=8)
+    levels = make_curriculum("uniform", LEVELS, seed=0)
+    assert levels.next_tasks(3) == [Task("all")] * 3
+
+
 def test_adaptive_weighs_by_learnability_retires_solved_and_keeps_a_floor():
     curriculum = Adaptive(LEVELS, seed=0, min_tries=16, floor=0.1, revisit=0.05, decay=1.0)
     curriculum.update(LEVELS[0], [True] * 40)  # solved: retired
