@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,7 @@ def evaluate(
     history_turns: int | None = None,
     action_choices: bool = False,
     scaffold: Any = None,
+    task_options: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes (reset seeds ``seed``, ``seed + 1``, ...) and score them.
 
@@ -121,6 +122,8 @@ def evaluate(
     is the policy's history window (as it was trained; None: the whole conversation), and
     ``action_choices`` whether it samples only among the env's offered actions (as trained),
     ``scaffold`` the rollout scaffold it was trained with (``agentgym.rollout.scaffold``).
+    ``task_options``: episode ``i``'s reset options (e.g. ``{"task_id": 17}``: one map), one
+    per episode; None: the seed alone picks each episode's task.
     """
     from agentgym.rollout import collect
 
@@ -137,6 +140,7 @@ def evaluate(
         history_turns=history_turns,
         action_choices=action_choices,
         scaffold=scaffold,
+        task_options=task_options,
     )
     return EvalResult([(episode_task(e), succeeded(e), e.total_reward) for e in played])
 

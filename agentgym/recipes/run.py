@@ -265,7 +265,8 @@ def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, A
     return {}
 
 
-def _evaluate(run: RunConfig, trainer: Any) -> EvalResult:
+def _evaluate(run: RunConfig, trainer: Any, task_options: Any = None) -> EvalResult:
+    """The run's evaluation (``task_options``: one reset-options mapping per episode)."""
     if is_multiagent(run.env):
         return evaluate_roles(run, trainer.engine, EVAL_SEED + run.seed)
     return evaluate(
@@ -279,6 +280,7 @@ def _evaluate(run: RunConfig, trainer: Any) -> EvalResult:
         history_turns=run.history_turns,
         action_choices=run.action_choices,
         scaffold=make_scaffold(run.scaffold, run.history_turns),
+        task_options=task_options,
     )
 
 
