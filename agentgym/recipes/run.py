@@ -161,7 +161,11 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
     if is_multiagent(run.env):  # docs/multiagent.md: train some roles against the others
         return trainer, multiagent_source(run, engine, trainer.backend.world_size)
     env, env_kwargs = _training_env(run, trainer.backend.world_size)
-    curriculum = _curriculum(run, trainer.backend.world_size)
+    world_size = trainer.backend.world_size
+    curriculum = _curriculum(run, world_size)
+    # sync ranks all-gather their groups' outcomes (docs/curriculum.md); under max_staleness the
+    # collection runs in a background thread, where no collective may: rank 0 logs its own
+    gather = trainer.backend.all_gather_object if not run.config.max_staleness else None
     source = CollectorSource(
         engine,
         env,
@@ -176,6 +180,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         max_tokens=run.config.max_new_tokens,
         curriculum=curriculum,
         on_records=TaskLog(out / "tasks.jsonl") if trainer.backend.rank == 0 else None,
+        gather=gather if world_size > 1 else None,
     )
     if trainer.backend.world_size > 1:  # each rank plays its share of every batch
         from agentgym.trainers.collector import shard_size
@@ -193,12 +198,14 @@ def _curriculum(run: RunConfig, world_size: int) -> Any:
 
     if run.curriculum == "uniform" and "tasks_per_level" not in run.curriculum_kwargs:
         return make_curriculum("uniform", [Task("all")], seed=run.seed, **run.curriculum_kwargs)
-    if world_size > 1:
+    if world_size > 1 and run.config.max_staleness and run.curriculum != "uniform":
         raise ConfigError(
             "curriculum",
             run.curriculum,
-            "runs in one process only: each rank would hear only its own groups' outcomes",
-            "train with --curriculum uniform over several ranks, or on one",
+            "over several ranks with max_staleness >= 1: the ranks collect in background "
+            "threads, where their groups' outcomes cannot be gathered, so their curricula "
+            "would drift apart",
+            "train with --set max_staleness=0, --curriculum uniform, or one process",
         )
     params = dict(run.curriculum_kwargs)
     per_level = params.pop("tasks_per_level", None)

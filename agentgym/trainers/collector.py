@@ -13,6 +13,13 @@ A ``curriculum`` (``agentgym.trainers.curriculum``) gives each group reset optio
 seed and hears how the group fared; the default, ``uniform``, gives none, so the seed alone picks
 the task. ``records`` (and ``on_records``) describe each group played: its task, difficulty,
 tries and successes; the curriculum's state and the records' count are in ``state_dict``.
+
+Over several ranks every rank holds the same curriculum (same seed, same state) and draws the
+tasks of the whole batch; each plays its own slice. With ``gather`` (the trainer backend's
+``all_gather_object``) the groups' outcomes are all-gathered after each collect and every rank
+applies all of them in group order, so the curricula stay equal and ``on_records`` gets every
+group of the batch. ``gather`` is a collective: ``collect`` must then run in the main thread
+of every rank, the same number of times (not under ``AsyncSource``).
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ class CollectorSource:
         curriculum: the task sampler; None: ``uniform`` (the seed alone picks the task).
         on_records: called with each collect call's records and the index of its first one
             (a run folder's ``tasks.jsonl`` writer).
+        gather: with several ranks, an all-gather of Python objects over the ranks (e.g.
+            ``backend.all_gather_object``): the curriculum hears, and ``on_records`` gets, the
+            groups of every rank; None: this rank's groups only.
         sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
 
@@ -76,6 +86,7 @@ class CollectorSource:
         world_size: int = 1,
         curriculum: Curriculum | None = None,
         on_records: Callable[[list[dict[str, Any]], int], None] | None = None,
+        gather: Callable[[Any], list[Any]] | None = None,
         **sampling: Any,
     ) -> None:
         if not 0 <= rank < world_size:
@@ -96,6 +107,7 @@ class CollectorSource:
         self.seen_tasks: set[str] = set()
         self.curriculum: Curriculum = curriculum or Uniform([Task("all")], seed=seed)
         self.on_records = on_records
+        self.gather = gather
         self.num_records = 0
         """Groups recorded so far (``records`` of every collect call)."""
 
@@ -129,23 +141,27 @@ class CollectorSource:
         return episodes
 
     def _record(self, tasks: list[Task], episodes: list[Episode]) -> None:
-        """Tell the curriculum how each group fared, and record it."""
-        records = []
+        """Tell the curriculum how each group fared (every rank's groups, with ``gather``), and
+        record it."""
+        played = []
         for j, task in enumerate(tasks):
             group = [e for e in episodes if e.group == j]
             outcomes = [e.success for e in group]
-            self.curriculum.update(task, outcomes)
             info = group[0].reset_info if group else {}
-            records.append(
-                {
-                    "group": self.position + self.rank * len(tasks) + j,
-                    "task": info.get(TASK_ID),
-                    "difficulty": info.get(DIFFICULTY, task.difficulty),
-                    "curriculum_task": task.key,
-                    "tries": sum(o is not None for o in outcomes),
-                    "successes": sum(o is True for o in outcomes),
-                }
-            )
+            record = {
+                "group": self.position + self.rank * len(tasks) + j,
+                "task": info.get(TASK_ID),
+                "difficulty": info.get(DIFFICULTY, task.difficulty),
+                "curriculum_task": task.key,
+                "tries": sum(o is not None for o in outcomes),
+                "successes": sum(o is True for o in outcomes),
+            }
+            played.append((task, outcomes, record))
+        if self.gather is not None and self.world_size > 1:  # ranks in order: group order
+            played = [entry for share in self.gather(played) for entry in share]
+        for task, outcomes, _ in played:
+            self.curriculum.update(task, outcomes)
+        records = [record for _, _, record in played]
         if self.on_records is not None:
             self.on_records(records, self.num_records)
         self.num_records += len(records)
