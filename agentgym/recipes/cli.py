@@ -83,7 +83,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--env-workers", "env_workers", {"choices": ["thread", "process", "ray"]}),
     ("--max-turns", "max_turns", {"type": int}),
     ("--history-turns", "history_turns", {"metavar": "K|all"}),
-    ("--scaffold", "scaffold", {"choices": ["default", "react"]}),
+    ("--scaffold", "scaffold", {"choices": ["default", "react", "memory"]}),
     ("--action-choices", "action_choices", {"action": argparse.BooleanOptionalAction}),
     ("--train-roles", "train_roles", {"metavar": "ROLE,..."}),
     ("--role-policies", "role_policies", {"metavar": "JSON|ROLE=NAME,..."}),

@@ -121,10 +121,11 @@ class RunConfig(Config):
     """The policy's context, in training and evaluation: k (the system messages, the
     observation k turns back and the turns since; 0: the latest observation only), or all
     (None in run.json): the whole conversation."""
-    scaffold: Literal["default", "react"] = "default"
+    scaffold: Literal["default", "react", "memory"] = "default"
     """How observations become the prompt, in training and evaluation (docs/scaffolds.md):
-    default (the env's messages; the reply is the action) or react (Thought/Action/Observation:
-    the env gets the reply's Action line)."""
+    default (the env's messages; the reply is the action), react (Thought/Action/Observation:
+    the env gets the reply's Action line) or memory (each turn: a memory of the earlier turns
+    and the latest observation; history_turns widens its window, default 0)."""
     action_choices: bool = False
     """Constrained decoding, in training and evaluation: the policy samples only among the
     env's info['action_choices'] (FrozenLake's four moves), so RL learns only which action."""

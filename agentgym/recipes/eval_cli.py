@@ -67,7 +67,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--scaffold",
-        choices=["default", "react"],
+        choices=["default", "react", "memory"],
         help="how observations become the prompt (docs/scaffolds.md; default: as the run that "
         "trained --model, else default)",
     )

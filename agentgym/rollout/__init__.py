@@ -52,6 +52,8 @@ from agentgym.rollout.config import (
 from agentgym.rollout.render import ChatRenderer, TemplateError
 from agentgym.rollout.scaffold import (
     ChatScaffold,
+    EpisodeMemory,
+    MemoryScaffold,
     ReActScaffold,
     Scaffold,
     history_window,
@@ -63,6 +65,8 @@ __all__ = [
     "DEFAULT_NUM_ENVS",
     "ChatRenderer",
     "ChatScaffold",
+    "EpisodeMemory",
+    "MemoryScaffold",
     "ReActScaffold",
     "Scaffold",
     "TemplateError",

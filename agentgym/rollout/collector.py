@@ -25,6 +25,7 @@ from agentgym.core.types import Episode, Observation, Turn
 from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
 from agentgym.rollout.config import RolloutPlan
 from agentgym.rollout.episode import EpisodeBuilder
+from agentgym.rollout.memory import EpisodeMemory
 from agentgym.rollout.render import ChatRenderer
 from agentgym.vector import AgentVectorEnv, Transition
 
@@ -186,8 +187,9 @@ class Collector:
 
     def _window(self, builder: EpisodeBuilder, shown: Observation) -> list[int]:
         """The next turn's prompt under the plan's history window: the system messages, the
-        observation ``history_turns`` turns back, and the turns since (sampled ids as sampled,
-        env deltas rendered as in a whole conversation)."""
+        scaffold's memory of the turns before the window (if any), the observation
+        ``history_turns`` turns back, and the turns since (sampled ids as sampled, env deltas
+        rendered as in a whole conversation)."""
         window = self.plan.history_turns or 0
         builder.observations.append(tuple(shown))
         if window > 0:
@@ -199,9 +201,18 @@ class Collector:
                 completion,
             )
             builder.exchanges.append([*completion.token_ids, *delta])
-        first = builder.observations[max(0, builder.num_turns - window)]
-        head = self.renderer.prompt_ids([*builder.system, *first], builder.tools)
+        start = max(0, builder.num_turns - window)
+        memory = self._memory(builder.episode.turns[:start])
+        first = builder.observations[start]
+        head = self.renderer.prompt_ids([*builder.system, *memory, *first], builder.tools)
         return builder.window_prompt(window, head)
+
+    def _memory(self, turns: list[Turn]) -> Observation:
+        """The scaffold's memory of ``turns`` (the turns before the window), if it keeps one."""
+        scaffold = self.plan.scaffold
+        if isinstance(scaffold, EpisodeMemory):
+            return scaffold.memory_messages(turns)
+        return ()
 
     def _next_turn(
         self, builder: EpisodeBuilder, prompt_ids: list[int], *, new_context: bool = False

@@ -20,8 +20,9 @@ So every scaffold is token-exact by construction: ``loss_mask`` is 1 exactly on 
 ``Episode.turns[i].observation`` is what the env returned, unchanged.
 
 Scaffolds are small frozen dataclasses: one instance serves every episode of a collect call, so
-a scaffold keeps no per-episode state (a scaffold that needs memory would have to be given it
-per episode; none ships yet).
+a scaffold keeps no per-episode state. A scaffold with a memory of the episode
+(``MemoryScaffold``, ``agentgym.rollout.memory``) derives it from the episode's turns, which the
+collector hands it per episode (``EpisodeMemory.memory_messages``) under its history window.
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentgym.core.errors import ConfigError
-from agentgym.core.types import Action, Message, Observation, system, user
+from agentgym.core.types import Action, Observation, system, user
+from agentgym.rollout.memory import EpisodeMemory, MemoryScaffold
+from agentgym.rollout.memory import message_text as _text
 
 __all__ = [
     "SCAFFOLDS",
     "ChatScaffold",
+    "EpisodeMemory",
+    "MemoryScaffold",
     "ReActScaffold",
     "Scaffold",
     "history_window",
@@ -152,28 +157,22 @@ class ReActScaffold:
         return rest.strip()
 
 
-SCAFFOLDS = {"default": ChatScaffold, "react": ReActScaffold}
+SCAFFOLDS = {"default": ChatScaffold, "react": ReActScaffold, "memory": MemoryScaffold}
 """The scaffolds ``agentgym train --scaffold NAME`` knows."""
 
 
 def make_scaffold(name: str, history_turns: int | None = None) -> Scaffold:
     """The scaffold called ``name`` in ``SCAFFOLDS``, with a history window of
-    ``history_turns``."""
+    ``history_turns`` (``None``: the scaffold's default, the whole conversation but for
+    ``memory``, whose default window is 0)."""
     if name not in SCAFFOLDS:
         raise ConfigError(
-            "scaffold", name, f"is not one of {sorted(SCAFFOLDS)}", "pass default or react"
+            "scaffold", name, f"is not one of {sorted(SCAFFOLDS)}", "pass default, react or memory"
         )
+    if name == "memory" and history_turns is None:
+        return MemoryScaffold()
     scaffold: Scaffold = SCAFFOLDS[name](history_turns=history_turns)
     return scaffold
-
-
-def _text(message: Message) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
 
 
 def _check_window(turns: object) -> None:

@@ -9,7 +9,7 @@ import pytest
 from agentgym.cli import main
 from agentgym.error import ConfigError
 from agentgym.recipes.config import RunConfig
-from agentgym.rollout import ReActScaffold
+from agentgym.rollout import MemoryScaffold, ReActScaffold
 from agentgym.rollout import collect as real_collect
 
 SMALL = [
@@ -49,8 +49,33 @@ def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
         assert scaffolds
 
 
+def test_train_and_eval_with_the_memory_scaffold_record_it_and_play_through_it(
+    tmp_path, monkeypatch, capsys
+):
+    scaffolds = []
+
+    def spy(*args, **kwargs):
+        scaffolds.append(kwargs.get("scaffold"))
+        return real_collect(*args, **kwargs)
+
+    monkeypatch.setattr("agentgym.trainers.collector.collect", spy)
+    monkeypatch.setattr("agentgym.rollout.collect", spy)
+    out = tmp_path / "run"
+    flags = ["train", "--steps", "1", "--out", str(out), "--scaffold", "memory", *SMALL]
+    assert main(flags) == 0  # the memory scaffold passes constrained replies on as they are
+    assert json.loads((out / "run.json").read_text())["run"]["scaffold"] == "memory"
+    assert len(scaffolds) >= 2
+    assert all(s == MemoryScaffold() for s in scaffolds)
+    capsys.readouterr()
+    scaffolds.clear()
+    assert main(["eval", "--model", str(out), "--episodes", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["scaffold"] == "memory"
+    assert scaffolds
+    assert all(s == MemoryScaffold() for s in scaffolds)
+
+
 def test_an_unknown_scaffold_is_refused(tmp_path, capsys):
-    assert main(["train", "--scaffold", "memory", "--out", str(tmp_path / "x"), *SMALL]) == 2
+    assert main(["train", "--scaffold", "recall", "--out", str(tmp_path / "x"), *SMALL]) == 2
     assert "scaffold" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="scaffold"):
-        RunConfig(scaffold="memory")  # type: ignore[arg-type]  # a run file's value
+        RunConfig(scaffold="recall")  # type: ignore[arg-type]  # a run file's value
