@@ -20,6 +20,8 @@ from agentgym.inference.chat import render_ids, render_text
 from agentgym.models import load_tokenizer
 from agentgym.rollout import (
     ChatScaffold,
+    EpisodeMemory,
+    MemoryScaffold,
     ReActScaffold,
     Scaffold,
     collect,
@@ -46,6 +48,8 @@ SCAFFOLDS = {
     "window-1": history_window(1),
     "react": ReActScaffold(),
     "react-window-0": ReActScaffold(history_turns=0),
+    "memory": MemoryScaffold(),
+    "memory-window-1": MemoryScaffold(history_turns=1, max_entries=1, excerpt_chars=12),
 }
 
 
@@ -98,8 +102,10 @@ def spans_as_samples(episodes: list[Episode]) -> Counter[Sample]:
     return samples
 
 
-def shown_before(episode: Episode, turn: int, history: int | None) -> list[Message]:
-    """The recorded (scaffold's) messages turn ``turn`` should see under ``history``."""
+def shown_before(episode: Episode, turn: int, scaffold: Scaffold) -> list[Message]:
+    """The recorded (scaffold's) messages turn ``turn`` should see under ``scaffold``'s window,
+    with its memory of the turns before the window (a memory scaffold's)."""
+    history = scaffold.history_turns
     assistants = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"]
     bounds = [*assistants, len(episode.messages)]
     reset = episode.messages[: bounds[0]]
@@ -107,7 +113,10 @@ def shown_before(episode: Episode, turn: int, history: int | None) -> list[Messa
     observations = [[m for m in reset if m["role"] != "system"]]
     observations += [episode.messages[a + 1 : b] for a, b in itertools.pairwise(bounds)]
     first = 0 if history is None else max(0, turn - history)
-    shown: list[Message] = [*system, *observations[first]]
+    memory: tuple[Message, ...] = ()
+    if isinstance(scaffold, EpisodeMemory):
+        memory = scaffold.memory_messages(episode.turns[:first])
+    shown: list[Message] = [*system, *memory, *observations[first]]
     for j in range(first, turn):
         shown += [episode.messages[assistants[j]], *observations[j + 1]]
     return shown
@@ -129,7 +138,7 @@ def test_each_prompt_is_the_template_render_of_the_scaffold_messages(tok, name):
             assert len(episode.contexts) == len(episode.turn_spans)
         for turn, (first, _) in enumerate(episode.turn_spans):
             start = starts[turn] if scaffold.history_turns is not None else 0
-            shown = shown_before(episode, turn, scaffold.history_turns)
+            shown = shown_before(episode, turn, scaffold)
             expected = render_text(tok, shown, tools=[TOOL], add_generation_prompt=True)
             assert tok.decode(episode.token_ids[start:first]) == expected
         if scaffold.history_turns is None and all(
@@ -241,9 +250,11 @@ def test_bad_scaffold_arguments_raise_config_errors(tok):
     venv.close()
     with pytest.raises(ConfigError, match="history_turns"):
         ReActScaffold(history_turns=-1)
-    with pytest.raises(ConfigError, match="default or react"):
-        make_scaffold("memory")
+    with pytest.raises(ConfigError, match="default, react or memory"):
+        make_scaffold("recall")
     assert make_scaffold("react", 2) == ReActScaffold(history_turns=2)
+    assert make_scaffold("memory") == MemoryScaffold(history_turns=0)
+    assert make_scaffold("memory", 2) == MemoryScaffold(history_turns=2)
 
 
 def test_the_trainers_collector_source_plays_through_its_scaffold(tok):
