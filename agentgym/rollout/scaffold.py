@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.parsing import parse_pythonic
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.rollout.memory import EpisodeMemory, MemoryScaffold
 from agentgym.rollout.memory import message_text as _text
@@ -110,6 +111,7 @@ REACT_INSTRUCTIONS = (
 
 _ACTION_RE = re.compile(r"^[ \t]*Action[ \t]*:", re.MULTILINE)
 _OBSERVATION_RE = re.compile(r"^[ \t]*Observation[ \t]*:", re.MULTILINE)
+_CALL_RE = re.compile(r"[A-Za-z_][\w.-]*\(.*\)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -125,10 +127,15 @@ class ReActScaffold:
       the invalid action it is (the thought is never read as an action).
     - Step: the env's messages (user or tool; tool messages lose their call ids, as the model's
       action was text) become one user message ``Observation: <their texts>``.
+    - ``tool_calls=True``: an action written as a call, ``name(key=value, ...)`` (literal
+      values), reaches the env as an assistant message with that structured tool call (which
+      every env accepts, whatever its text tool-call parser), so a model can call the env's
+      tools in ReAct's text format; any other action still reaches the env as text.
     """
 
     history_turns: int | None = None
     instructions: str = REACT_INSTRUCTIONS
+    tool_calls: bool = False
 
     def __post_init__(self) -> None:
         _check_window(self.history_turns)
@@ -154,7 +161,12 @@ class ReActScaffold:
         imagined = _OBSERVATION_RE.search(rest)
         if imagined is not None:
             rest = rest[: imagined.start()]
-        return rest.strip()
+        action = rest.strip()
+        if self.tool_calls and _CALL_RE.fullmatch(action):
+            parsed = parse_pythonic(f"[{action}]", "react_call_")
+            if len(parsed.calls) == 1 and not parsed.malformed:
+                return parsed.message()
+        return action
 
 
 SCAFFOLDS = {"default": ChatScaffold, "react": ReActScaffold, "memory": MemoryScaffold}

@@ -1,6 +1,7 @@
 """The memory scaffold: the memory's exact text after scripted moves, folding and the env's
-summary, one memory per episode when many play at once, and its bad arguments.
-(Token-exactness under it is tested with the other scaffolds in test_scaffold.py.)"""
+summary, one memory per episode when many play at once, and its bad arguments; ReAct's text
+tool calls handed to the env as structured ones. (Token-exactness under the memory scaffold is
+tested with the other scaffolds in test_scaffold.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agentgym.core.types import Turn, assistant, tool_message, user
 from agentgym.error import ConfigError
 from agentgym.inference.chat import render_text
 from agentgym.models import load_tokenizer
-from agentgym.rollout import MemoryScaffold, collect
+from agentgym.rollout import MemoryScaffold, ReActScaffold, collect
 from agentgym.vector import AgentVectorEnv
 
 from .toys import ScriptedEngine
@@ -128,3 +129,32 @@ def test_bad_memory_arguments_raise_config_errors_naming_value_and_fix(kwargs, n
         MemoryScaffold(**kwargs)
     assert repr(next(iter(kwargs.values()))) in str(caught.value)
     assert "pass an int" in str(caught.value)
+
+
+@pytest.mark.parametrize("tool_calls", [True, False])
+def test_react_can_hand_a_text_call_to_the_env_as_a_structured_tool_call(tok, tool_calls):
+    reply = 'Thought: go right.\nAction: move(direction="right")'
+    engine = ScriptedEngine(tok, reply=lambda prompt, n: reply)
+    (episode,) = collect(
+        engine, "agentgym/FrozenLake-v0", 1, seed=0, max_turns=1, max_tokens=64,
+        env_kwargs={**OPEN_LAKE, "tool": True}, scaffold=ReActScaffold(tool_calls=tool_calls),
+    )  # fmt: skip
+    (played,) = episode.turns
+    assert played.info["invalid_action"] is not tool_calls
+    answer = played.observation[0]
+    if tool_calls:  # the env ran its move tool and answered the call
+        assert answer["role"] == "tool"
+        assert answer["content"].startswith("You moved right")
+    assert played.action["content"] == reply  # the model's text, as it wrote it
+    shown = episode.messages[-1]["content"]
+    assert shown.startswith("Observation: ")
+    assert ("You moved right" in shown) is tool_calls
+
+
+def test_react_tool_calls_leave_other_actions_as_text():
+    react = ReActScaffold(tool_calls=True)
+    assert react.action("Action: down") == "down"
+    assert react.action("Action: move(direction=down)") == "move(direction=down)"  # not literal
+    assert react.action("Action: a(x=1) b()") == "a(x=1) b()"
+    (call,) = react.action("Action: look()")["tool_calls"]  # type: ignore[index]
+    assert call["function"] == {"name": "look", "arguments": "{}"}
