@@ -82,7 +82,7 @@ class MemoryScaffold:
     def memory_messages(self, turns: Sequence[Turn]) -> Observation:
         if not turns:
             return ()
-        listed = turns[len(turns) - self.max_entries :] if self.max_entries else []
+        listed = turns[max(0, len(turns) - self.max_entries) :] if self.max_entries else []
         folded = turns[: len(turns) - len(listed)]
         lines = [MEMORY_HEADING]
         if folded:

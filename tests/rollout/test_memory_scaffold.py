@@ -74,6 +74,8 @@ def test_folding_the_summary_and_the_excerpts():
         "3. c d -> first... (reward 1)\n"
         "Summary: at (2, 3)"
     )
+    (every,) = MemoryScaffold(max_entries=4).memory_messages(turns)  # 4 > 3 turns: all listed
+    assert [line[:3] for line in every["content"].splitlines()[1:4]] == ["1. ", "2. ", "3. "]
     (listed,) = MemoryScaffold(max_entries=5).memory_messages(turns[:2])
     assert listed["content"].splitlines()[1:] == [
         "1. a -> invalid action: one",
