@@ -219,6 +219,14 @@ class Guards:
         return verdict
 
     def _rollback_target(self, run: Any, step: int) -> tuple[Path | None, str]:
+        """The checkpoint to roll back to (None, and why not); rank 0's choice on every rank
+        (collective), so that the ranks roll back together or stop together."""
+        found = self._find_target(run, step)
+        if run is not None and run.trainer.backend.world_size > 1:
+            found = run.trainer.backend.broadcast_object(found)
+        return found
+
+    def _find_target(self, run: Any, step: int) -> tuple[Path | None, str]:
         settings = self.config.settings
         if self.rollbacks >= settings.max_rollbacks:
             return None, f"max_rollbacks={settings.max_rollbacks} already taken"

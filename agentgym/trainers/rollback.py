@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import Error
 from agentgym.trainers.checkpoint import MANIFEST
 
 __all__ = ["ROLLED_BACK_FILE", "checkpoint_at_or_before", "roll_back"]
@@ -72,6 +73,23 @@ def _move_rows(out: Path, log: Any, size: int) -> None:
     log.truncate(size)
 
 
+def _agreed(trainer: Any) -> int:
+    """The number of ranks, once every rank is checked to be back at the same update with the
+    same learning rate (collective); a disagreement would train the ranks apart."""
+    backend = trainer.backend
+    if backend.world_size == 1:
+        return 1
+    mine = (trainer.step_count, trainer.lr_scale, backend.learning_rate())
+    every = backend.all_gather_object(mine)
+    if any(other != every[0] for other in every):
+        raise Error(
+            f"after a guard's rollback the ranks' (update, lr scale, learning rate) differ: "
+            f"{every}; every rank must see the same run folder (a shared file system) to roll "
+            "back together; resume the run from its checkpoint with --resume"
+        )
+    return len(every)
+
+
 def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dict]) -> None:
     """Return ``run`` (fit's run folder) and ``source`` to the checkpoint ``target``, lower the
     learning rate, record ``events`` (the trip that asked for it) and checkpoint (collective).
@@ -86,9 +104,12 @@ def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dic
     guards.rollbacks += 1
     guards.lr_scale *= guards.config.settings.lr_factor
     trainer.set_lr_scale(guards.lr_scale)
+    ranks = _agreed(trainer)
     for event in events:
         if event["action"] == "rollback":
             event.update(to_update=trainer.step_count, lr_scale=guards.lr_scale)
+            if ranks > 1:
+                event["ranks"] = ranks  # every rank took it: same update, same learning rate
     if trainer.backend.rank == 0:
         _delete_after(run.out / "checkpoints", trainer.step_count)
     trainer.backend.barrier()
