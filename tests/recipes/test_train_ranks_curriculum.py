@@ -83,3 +83,21 @@ def test_uniform_over_two_ranks_records_every_group(tmp_path, capsys):
     assert {r["curriculum_task"] for r in records} == {"all"}
     assert all(r["tries"] == 2 and r["difficulty"] in (3, 4) for r in records)
     assert len({r["task"] for r in records}) == 8  # each rank's own maps, not rank 0's twice
+
+
+def test_a_curriculum_over_ranks_with_max_staleness_is_refused_with_the_fix():
+    import argparse
+
+    from agentgym.core.errors import ConfigError
+    from agentgym.recipes.cli import add_train_arguments, run_from_args
+    from agentgym.recipes.run import _curriculum
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    flags = [*ADAPTIVE, "--train-env-kwargs", '{"sizes": [3, 4]}', "--set", "max_staleness=1"]
+    run = run_from_args(parser.parse_args(flags))
+    with pytest.raises(ConfigError, match=r"background threads.*max_staleness=0"):
+        _curriculum(run, 2)
+    assert _curriculum(run, 1).name == "adaptive"  # one process: the thread hears every group
+    uniform = run_from_args(parser.parse_args(["--set", "max_staleness=1"]))
+    assert _curriculum(uniform, 2).name == "uniform"  # its draws never depend on outcomes
