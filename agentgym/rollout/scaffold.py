@@ -7,8 +7,9 @@ A scaffold sits between the collector and the env. It decides
   ``Observation: ...`` turns, a format instruction);
 - how much of the conversation each turn sees (``history_turns``: the whole conversation, or a
   window of the last turns, each turn then a context of its own);
-- what the env receives for a turn the model wrote (``action``): its text (the default), or the
-  part of it that is the action (ReAct's ``Action:`` line).
+- what the env receives for a turn the model wrote (``action``): its text (the default), the
+  part of it that is the action (ReAct's ``Action:`` line), or an assistant message with a
+  structured tool call (``ReActScaffold(tool_calls=True)``).
 
 A scaffold only rewrites *messages*; the collector keeps the token ids. The messages are
 rendered by the chat template (``ChatRenderer``): the first prompt once, each later turn as an
