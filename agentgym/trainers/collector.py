@@ -93,6 +93,14 @@ class CollectorSource:
             raise ConfigError(
                 "rank", rank, f"is not in [0, world_size={world_size})", "pass the process's rank"
             )
+        if world_size > 1 and gather is None and not isinstance(curriculum, Uniform | None):
+            raise ConfigError(
+                "gather",
+                None,
+                f"is needed for the {type(curriculum).__name__} curriculum over {world_size} "
+                "ranks: each rank would hear only its own groups and the curricula drift apart",
+                "pass gather=trainer.backend.all_gather_object",
+            )
         self.engine, self.env = engine, env
         self.group_size, self.seed = group_size, seed
         self.env_kwargs = dict(env_kwargs or {})

@@ -10,9 +10,12 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentgym import models
+from agentgym.core.errors import ConfigError
 from agentgym.trainers.collector import CollectorSource
-from agentgym.trainers.curriculum import make_curriculum, task_set
+from agentgym.trainers.curriculum import Task, Uniform, make_curriculum, task_set
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "rollout"))
 from toys import ScriptedEngine
@@ -86,9 +89,15 @@ def test_two_ranks_hear_every_group_and_match_one_process():
     assert len({r["difficulty"] for r in single}) > 1
 
 
-def test_without_gather_a_rank_hears_only_its_own_groups():
+def test_without_gather_ranks_are_refused_a_curriculum_that_learns_from_outcomes():
+    with pytest.raises(ConfigError, match=r"Adaptive curriculum over 2 ranks.*gather="):
+        _source(1, 2, [])
     rows: list = []
-    source = _source(1, 2, rows)
+    uniform = Uniform([Task("all")], seed=3)  # its draws never depend on outcomes
+    source = CollectorSource(
+        _source(0, 1, []).engine, ENV, group_size=2, seed=3, env_kwargs=KWARGS, max_turns=3,
+        max_tokens=8, curriculum=uniform, rank=1, world_size=2,
+        on_records=lambda records, first: rows.extend(records),
+    )
     source.collect(4)
-    assert [r["group"] for r in rows] == [2, 3]
-    assert sum(s["tries"] for s in source.curriculum.state_dict()["stats"].values()) == 4
+    assert [r["group"] for r in rows] == [2, 3]  # this rank's own groups only
