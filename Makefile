@@ -68,7 +68,11 @@ test: setup
 	VENV=$(VENV) bash scripts/run_tests.sh
 
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m "not slow and not study"
+
+# The curriculum acceptance study (four FrozenLake runs side by side, over an hour of 2 CPUs).
+curriculum-study: setup
+	$(BIN)/pytest -q -m study tests/recipes/test_curriculum_study.py
 
 # Each extra installed alone in a fresh venv from a wheel of this tree, and a smoke run of what it
 # is for (scripts/smoke_extra.py): what `pip install 'agentgym[<extra>]'` gives a user.

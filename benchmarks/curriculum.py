@@ -2,12 +2,17 @@
 
 Each (curriculum, seed) trains a fresh tiny policy with the FrozenLake GRPO recipe
 (``agentgym train``'s settings) on maps of sizes 3-6 (``train_env_kwargs sizes``, the env's
-difficulty levels) and, every ``--eval-every`` updates, evaluates it on ``--eval-episodes``
-6x6 maps it never trained on (the run's evaluation seeds, ``env_kwargs size=6``), until its
-success reaches ``--target`` or ``--updates`` run out. It prints, per run, the first update at
-which evaluation reached the target and the last evaluation's success with its Wilson 95%
-interval, then per curriculum the mean updates-to-target over the seeds (a run that never got
-there counts as ``--updates``, and is marked ``>``) and its ratio to uniform's.
+difficulty levels). The task set is ``--tasks-per-level`` pinned maps per size (the seed picks
+them; every curriculum of a seed trains on the same maps: ``uniform`` draws them with equal
+probability, ``adaptive`` by learnability, ``schedule`` by level). Every ``--eval-every``
+updates the policy plays ``--eval-episodes`` episodes on the task set's 6x6 maps (in turn, the
+run's evaluation seeds), until its success reaches ``--target`` or ``--updates`` run out; the
+last evaluation is repeated on as many 6x6 maps it never trained on (``held out``).
+``--tasks-per-level 0`` trains on one task per size (any map of it, the seed picks) and
+evaluates on held-out maps only. It prints, per run, the first update at which evaluation
+reached the target and the last evaluation's success with its Wilson 95% interval, then per
+curriculum the mean updates-to-target over the seeds (a run that never got there counts as
+``--updates``, and is marked ``>``) and its ratio to uniform's.
 
     .venv/bin/python benchmarks/curriculum.py                                    # the study
     .venv/bin/python benchmarks/curriculum.py --updates 4 --eval-every 2 --eval-episodes 16 \\
@@ -16,7 +21,9 @@ there counts as ``--updates``, and is marked ``>``) and its ratio to uniform's.
         --curriculum-kwargs threshold=0.7
 
 A full run is ~150 updates of the tiny model (tens of minutes of two CPUs each); the reduced
-form only shows that the study runs. ``--json FILE`` writes every evaluation.
+form only shows that the study runs. ``--json FILE`` writes every evaluation;
+``--tables FILE ...`` prints the table of runs written by several invocations (one per
+curriculum and seed, e.g. side by side on a machine with cores to spare).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from agentgym.core.aio import run_sync
 from agentgym.recipes.cli import _kwargs
 from agentgym.recipes.config import Layer, RunConfig, resolve_run
 from agentgym.recipes.run import _build, _evaluate, _prepare_out
+from agentgym.trainers.curriculum import task_set
 from agentgym.trainers.fit import fit
 
 
@@ -47,9 +55,7 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
         "steps": args.updates,
         "out": str(out),
         "curriculum": curriculum,
-        "curriculum_kwargs": _kwargs(args.curriculum_kwargs, "--curriculum-kwargs")
-        if curriculum != "uniform"
-        else {},
+        "curriculum_kwargs": _curriculum_kwargs(args, curriculum),
         "env_kwargs": {"size": args.eval_size},
         "train_env_kwargs": {"sizes": args.sizes},
         "eval_episodes": args.eval_episodes,
@@ -60,34 +66,65 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
     return resolve_run(Layer("benchmarks/curriculum.py", values))
 
 
+def _curriculum_kwargs(args: argparse.Namespace, curriculum: str) -> dict[str, Any]:
+    kwargs = {}
+    if curriculum != "uniform":
+        kwargs = _kwargs(args.curriculum_kwargs, "--curriculum-kwargs") or {}
+    if args.tasks_per_level:
+        kwargs["tasks_per_level"] = args.tasks_per_level
+    return dict(kwargs)
+
+
+def _eval_options(args: argparse.Namespace, run: RunConfig) -> list[dict[str, Any]] | None:
+    """One reset-options mapping per evaluation episode: the task set's eval-size maps in
+    turn (None: held-out maps, the seed picks them)."""
+    if not args.tasks_per_level:
+        return None
+    kwargs = {**run.env_kwargs, **run.train_env_kwargs}
+    pinned = task_set(run.env, kwargs, tasks_per_level=args.tasks_per_level, seed=run.seed)
+    maps = [{"task_id": t.options["task_id"]} for t in pinned if t.difficulty == args.eval_size]
+    return [maps[i % len(maps)] for i in range(args.eval_episodes)]
+
+
+def _record(evals: list[dict[str, Any]], result: Any, update: int, started: float) -> None:
+    low, high = result.interval
+    evals.append(
+        {
+            "update": update,
+            "success": result.success_rate,
+            "interval": [low, high],
+            "episodes": result.judged,
+            "train_s": time.perf_counter() - started,
+        }
+    )
+
+
 def _one(args: argparse.Namespace, curriculum: str, seed: int, root: Path) -> dict[str, Any]:
     """Train and evaluate one (curriculum, seed) until the target or the last update."""
     out = root / f"{curriculum}-seed{seed}"
     run = _run_config(args, curriculum, seed, out)
     _prepare_out(run, out)
     trainer, source = _build(run, out)
+    options = _eval_options(args, run)
     evals: list[dict[str, Any]] = []
+    held_out: list[dict[str, Any]] = []
     reached = None
     started = time.perf_counter()
     try:
         for upto in range(args.eval_every, args.updates + args.eval_every, args.eval_every):
             fit(trainer, source, steps=min(upto, args.updates), checkpoint_every=10**9)
-            result = _evaluate(run, trainer)
-            low, high = result.interval
-            evals.append(
-                {
-                    "update": trainer.step_count,
-                    "success": result.success_rate,
-                    "interval": [low, high],
-                    "episodes": result.judged,
-                    "train_s": time.perf_counter() - started,
-                }
-            )
+            result = _evaluate(run, trainer, options)
+            _record(evals, result, trainer.step_count, started)
             print(f"  {curriculum} seed {seed} update {trainer.step_count}: "
                   f"{result.describe()}", flush=True)
             if result.success_rate >= args.target:
                 reached = trainer.step_count
                 break
+        if options is not None:
+            result = _evaluate(run, trainer)
+            _record(held_out, result, trainer.step_count, started)
+            print(f"  {curriculum} seed {seed} update {trainer.step_count}, held-out maps: "
+                  f"{result.describe()}", flush=True)
     finally:
         run_sync(trainer.engine.close())
     levels = {}
@@ -95,7 +132,7 @@ def _one(args: argparse.Namespace, curriculum: str, seed: int, root: Path) -> di
         level = json.loads(line)["difficulty"]
         levels[level] = levels.get(level, 0) + 1
     return {"curriculum": curriculum, "seed": seed, "reached": reached, "evals": evals,
-            "groups_per_level": dict(sorted(levels.items()))}
+            "held_out": held_out, "groups_per_level": dict(sorted(levels.items()))}
 
 
 def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -108,6 +145,10 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         interval = f"{last['success']:.3f} ({low:.3f}-{high:.3f}) @{last['update']}"
         print(f"{r['curriculum']:<10} {r['seed']:>4} {reached:>16} {interval:>28}  "
               f"{r['groups_per_level']}")
+        for h in r.get("held_out", []):
+            low, high = h["interval"]
+            print(f"{'':<10} {'':>4} {'held out':>16} "
+                  f"{h['success']:.3f} ({low:.3f}-{high:.3f}) @{h['update']:>5}")
     means = {}
     for name in dict.fromkeys(r["curriculum"] for r in results):
         runs = [r for r in results if r["curriculum"] == name]
@@ -131,13 +172,20 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=128)
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--sizes", nargs="+", type=int, default=[3, 4, 5, 6])
+    parser.add_argument("--tasks-per-level", type=int, default=4,
+                        help="pinned maps per size (0: any map of a size, held-out evaluation)")
     parser.add_argument("--eval-size", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=None, help="default: the recipe's")
     parser.add_argument("--max-turns", type=int, default=None, help="default: the env's own")
     parser.add_argument("--curriculum-kwargs", default=None, metavar="JSON|K=V,...")
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--tables", type=Path, nargs="+", default=None, metavar="JSON",
+                        help="print the table of these --json files, train nothing")
     args = parser.parse_args()
+    if args.tables:
+        _table([r for path in args.tables for r in json.loads(path.read_text())], args)
+        return
     root = args.out or Path(tempfile.mkdtemp(prefix="curriculum-"))
     results = []
     for seed in args.seeds:
