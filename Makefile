@@ -68,7 +68,7 @@ test: setup
 	VENV=$(VENV) bash scripts/run_tests.sh
 
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow and not study"
+	$(BIN)/pytest -q -m "not slow"
 
 # The curriculum acceptance study (four FrozenLake runs side by side, over an hour of 2 CPUs).
 curriculum-study: setup
