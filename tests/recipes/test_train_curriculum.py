@@ -8,33 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
+from small_runs import train_args
 
 from agentgym.cli import main
 
-ARGS = [
-    "train",
-    "--env",
-    "agentgym/FrozenLake-v0",
-    "--algo",
-    "grpo",
-    "--curriculum",
-    "adaptive",
-    "--curriculum-kwargs",
-    "min_tries=4,floor=0.2",
-    "--train-env-kwargs",
-    '{"sizes": [3, 4, 5, 6]}',
-    "--group-size",
-    "2",
-    "--batch-size",
-    "8",
-    "--max-turns",
-    "6",
-    "--eval-episodes",
-    "0",
-    "--checkpoint-every",
-    "2",
-    "--no-progress",
-]
+ARGS = train_args(
+    "--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4,floor=0.2",
+    "--train-env-kwargs", '{"sizes": [3, 4, 5, 6]}',
+    group_size=2, max_turns=6, checkpoint_every=2,
+)  # fmt: skip
 
 
 def _records(out: Path) -> list[dict]:

@@ -7,29 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from small_runs import train_args
 
 from agentgym.cli import main
 from agentgym.core.errors import ConfigError
 from agentgym.recipes.cli import run_from_args
 
-ARGS = [
-    "train",
-    "--env",
-    "agentgym/FrozenLake-v0",
-    "--algo",
-    "grpo",
-    "--group-size",
-    "4",
-    "--batch-size",
-    "8",
-    "--max-turns",
-    "8",
-    "--eval-episodes",
-    "0",
-    "--checkpoint-every",
-    "1",
-    "--no-progress",
-]
+ARGS = train_args()
 
 GUARDS = """
 [guards]

@@ -10,31 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from small_runs import train_args
 
 from agentgym.cli import main
 
-ARGS = [
-    "train",
-    "--env",
-    "agentgym/FrozenLake-v0",
-    "--algo",
-    "grpo",
-    "--train-env-kwargs",
-    '{"sizes": [3, 4]}',
-    "--group-size",
-    "2",
-    "--batch-size",
-    "8",
-    "--max-turns",
-    "6",
-    "--eval-episodes",
-    "0",
-    "--checkpoint-every",
-    "2",
-    "--no-progress",
-    "--nproc",
-    "2",
-]
+ARGS = train_args(
+    "--train-env-kwargs", '{"sizes": [3, 4]}', "--nproc", "2",
+    group_size=2, max_turns=6, checkpoint_every=2,
+)  # fmt: skip
 ADAPTIVE = ["--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4,floor=0.2"]
 
 

@@ -10,33 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from small_runs import train_args
 
 from agentgym.cli import main
 
-ARGS = [
-    "train",
-    "--env",
-    "agentgym/FrozenLake-v0",
-    "--algo",
-    "grpo",
-    "--group-size",
-    "4",
-    "--batch-size",
-    "8",
-    "--max-turns",
-    "8",
-    "--eval-episodes",
-    "0",
-    "--checkpoint-every",
-    "1",
-    "--no-progress",
-    "--set",
-    "learning_rate=0.5",
-    "--set",
-    "num_minibatches=1",
-    "--steps",
-    "12",
-]
+ARGS = train_args(
+    "--set", "learning_rate=0.5", "--set", "num_minibatches=1", "--steps", "12"
+)  # fmt: skip
 
 GUARDS = """
 [guards]

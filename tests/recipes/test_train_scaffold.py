@@ -18,17 +18,23 @@ SMALL = [
 ]  # fmt: skip
 
 
-def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
-    tmp_path, monkeypatch, capsys
-):
-    scaffolds = []
+
+@pytest.fixture
+def scaffolds(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The scaffold of every collect call, training's and the evaluations'."""
+    seen = []
 
     def spy(*args, **kwargs):
-        scaffolds.append(kwargs.get("scaffold"))
+        seen.append(kwargs.get("scaffold"))
         return real_collect(*args, **kwargs)
 
     monkeypatch.setattr("agentgym.trainers.collector.collect", spy)
     monkeypatch.setattr("agentgym.rollout.collect", spy)  # the evaluations import it from here
+    return seen
+
+def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
+    tmp_path, capsys, scaffolds
+):
     out = tmp_path / "run"
     flags = ["train", "--steps", "1", "--out", str(out), "--scaffold", "react", *SMALL]
     assert main(flags) == 2  # FrozenLake's recipe decodes among its moves: refused at the start
@@ -50,16 +56,8 @@ def test_train_and_eval_with_the_react_scaffold_record_it_and_play_through_it(
 
 
 def test_train_and_eval_with_the_memory_scaffold_record_it_and_play_through_it(
-    tmp_path, monkeypatch, capsys
+    tmp_path, capsys, scaffolds
 ):
-    scaffolds = []
-
-    def spy(*args, **kwargs):
-        scaffolds.append(kwargs.get("scaffold"))
-        return real_collect(*args, **kwargs)
-
-    monkeypatch.setattr("agentgym.trainers.collector.collect", spy)
-    monkeypatch.setattr("agentgym.rollout.collect", spy)
     out = tmp_path / "run"
     flags = ["train", "--steps", "1", "--out", str(out), "--scaffold", "memory", *SMALL]
     assert main(flags) == 0  # the memory scaffold passes constrained replies on as they are
