@@ -14,16 +14,18 @@ reached the target and the last evaluation's success with its Wilson 95% interva
 curriculum the mean updates-to-target over the seeds (a run that never got there counts as
 ``--updates``, and is marked ``>``) and its ratio to uniform's.
 
-    .venv/bin/python benchmarks/curriculum.py                                    # the study
+    .venv/bin/python benchmarks/curriculum.py --set entropy_decay_steps=0        # the study
     .venv/bin/python benchmarks/curriculum.py --updates 4 --eval-every 2 --eval-episodes 16 \\
         --batch-size 16 --max-turns 8                                            # reduced
     .venv/bin/python benchmarks/curriculum.py --curricula uniform schedule --seeds 0 \\
         --curriculum-kwargs threshold=0.7
 
 A full run is ~150 updates of the tiny model (tens of minutes of two CPUs each); the reduced
-form only shows that the study runs. ``--json FILE`` writes every evaluation;
-``--tables FILE ...`` prints the table of runs written by several invocations (one per
-curriculum and seed, e.g. side by side on a machine with cores to spare).
+form only shows that the study runs. ``--set KEY=VALUE`` changes a trainer setting of the
+recipe (the acceptance study keeps the entropy bonus to the end: docs/curriculum.md).
+``--json FILE`` writes every evaluation; ``--tables FILE ...`` prints the table of runs written
+by several invocations (one per curriculum and seed, e.g. side by side on a machine with cores
+to spare).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.aio import run_sync
-from agentgym.recipes.cli import _kwargs
+from agentgym.recipes.cli import _kwargs, _pairs
 from agentgym.recipes.config import Layer, RunConfig, resolve_run
 from agentgym.recipes.run import _build, _evaluate, _prepare_out
 from agentgym.trainers.curriculum import task_set
@@ -45,7 +47,7 @@ from agentgym.trainers.fit import fit
 
 
 def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path) -> RunConfig:
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = _pairs(args.overrides, "--set") if args.overrides else {}
     if args.batch_size:
         config["batch_size"] = args.batch_size
     values: dict[str, Any] = {
@@ -178,6 +180,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="default: the recipe's")
     parser.add_argument("--max-turns", type=int, default=None, help="default: the env's own")
     parser.add_argument("--curriculum-kwargs", default=None, metavar="JSON|K=V,...")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a trainer setting over the recipe's")
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--tables", type=Path, nargs="+", default=None, metavar="JSON",

@@ -4,7 +4,9 @@ over an hour of two CPUs, more than CI's budget holds; figures in docs/curriculu
 
 The acceptance: on FrozenLake with sizes 3-6 as difficulty levels, the adaptive curriculum
 reaches 0.9 success on the 6x6 evaluation maps in fewer updates than uniform sampling over the
-same maps, for each of two seeds."""
+same maps, for each of two seeds. The study keeps the recipe's entropy bonus to the end
+(``--set entropy_decay_steps=0``): with the bonus ending at update 100 the policy settled on one
+route per map and seed 0 never reached 0.9 with either curriculum (docs/curriculum.md)."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def test_the_reduced_study_trains_both_curricula_on_the_same_maps(tmp_path: Path
     proc = _run_study(
         tmp_path, "--updates", "2", "--eval-every", "1", "--eval-episodes", "8",
         "--batch-size", "16", "--max-turns", "8", "--curricula", "uniform", "adaptive",
-        "--seeds", "3",
+        "--seeds", "3", "--set", "entropy_decay_steps=0",
     )
     assert proc.wait(timeout=600) == 0, (tmp_path / "study.log").read_text()[-3000:]
     results = json.loads((tmp_path / "study.json").read_text())
@@ -91,7 +93,7 @@ def test_adaptive_reaches_0_9_on_6x6_maps_in_fewer_updates_than_uniform(tmp_path
     procs = {
         (curriculum, seed): _run_study(
             tmp_path, "--curricula", curriculum, "--seeds", str(seed), "--eval-episodes", "64",
-            name=f"{curriculum}-{seed}",
+            "--set", "entropy_decay_steps=0", name=f"{curriculum}-{seed}",
         )
         for curriculum in ("uniform", "adaptive")
         for seed in (0, 1)
