@@ -6,7 +6,9 @@ The acceptance: on FrozenLake with sizes 3-6 as difficulty levels, the adaptive 
 reaches 0.9 success on the 6x6 evaluation maps in fewer updates than uniform sampling over the
 same maps, for each of two seeds. The study keeps the recipe's entropy bonus to the end
 (``--set entropy_decay_steps=0``): with the bonus ending at update 100 the policy settled on one
-route per map and seed 0 never reached 0.9 with either curriculum (docs/curriculum.md)."""
+route per map and seed 0 never reached 0.9 with either curriculum. Not met yet with either
+setting: here seed 1's adaptive run peaked at 0.891 (update 130; uniform 0.516), so this study
+fails today (docs/curriculum.md)."""
 
 from __future__ import annotations
 
