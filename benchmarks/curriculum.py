@@ -64,6 +64,7 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
         "max_turns": args.max_turns,
         "show_bar": False,
         "config": config,
+        "options": _pairs(args.option_pairs, "--option") if args.option_pairs else {},
     }
     return resolve_run(Layer("benchmarks/curriculum.py", values))
 
@@ -182,6 +183,9 @@ def main() -> None:
     parser.add_argument("--curriculum-kwargs", default=None, metavar="JSON|K=V,...")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a trainer setting over the recipe's")
+    parser.add_argument("--option", dest="option_pairs", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a trainer option over the recipe's (e.g. decay_steps=800)")
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--tables", type=Path, nargs="+", default=None, metavar="JSON",
