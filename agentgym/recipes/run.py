@@ -165,7 +165,8 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
     curriculum = _curriculum(run, world_size)
     # sync ranks all-gather their groups' outcomes (docs/curriculum.md); under max_staleness the
     # collection runs in a background thread, where no collective may: rank 0 logs its own
-    gather = trainer.backend.all_gather_object if not run.config.max_staleness else None
+    sync_ranks = world_size > 1 and not run.config.max_staleness
+    gather = trainer.backend.all_gather_object if sync_ranks else None
     source = CollectorSource(
         engine,
         env,
@@ -180,7 +181,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         max_tokens=run.config.max_new_tokens,
         curriculum=curriculum,
         on_records=TaskLog(out / "tasks.jsonl") if trainer.backend.rank == 0 else None,
-        gather=gather if world_size > 1 else None,
+        gather=gather,
     )
     if trainer.backend.world_size > 1:  # each rank plays its share of every batch
         from agentgym.trainers.collector import shard_size
