@@ -14,13 +14,13 @@ reached the target and the last evaluation's success with its Wilson 95% interva
 curriculum the mean updates-to-target over the seeds (a run that never got there counts as
 ``--updates``, and is marked ``>``) and its ratio to uniform's.
 
-    .venv/bin/python benchmarks/curriculum.py --set entropy_decay_steps=0        # the study
+    .venv/bin/python benchmarks/curriculum.py --updates 200 --set entropy_decay_steps=0  # the study
     .venv/bin/python benchmarks/curriculum.py --updates 4 --eval-every 2 --eval-episodes 16 \\
         --batch-size 16 --max-turns 8                                            # reduced
     .venv/bin/python benchmarks/curriculum.py --curricula uniform schedule --seeds 0 \\
         --curriculum-kwargs threshold=0.7
 
-A full run is ~150 updates of the tiny model (tens of minutes of two CPUs each); the reduced
+A full run is up to 200 updates of the tiny model (tens of minutes of two CPUs each); the reduced
 form only shows that the study runs. ``--set KEY=VALUE`` changes a trainer setting of the
 recipe (the acceptance study keeps the entropy bonus to the end: docs/curriculum.md).
 ``--json FILE`` writes every evaluation; ``--tables FILE ...`` prints the table of runs written
