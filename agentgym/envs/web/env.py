@@ -353,7 +353,13 @@ class WebEnv(AgentEnv):
         episode.traffic = Traffic(page)
         await page.goto(start, wait_until="commit", timeout=self.step_timeout * 1000)
         await settle(page, episode.traffic, self.settle_timeout)
+        await self._started(episode)
         await self._observe(episode)
+
+    async def _started(self, episode: _Episode) -> None:
+        """Wait until a freshly opened start page is ready for its first observation, beyond
+        the settle above (a site with its own signal that the task has started overrides this;
+        the step's deadline bounds it)."""
 
     def _allowed(self) -> tuple[str, ...]:
         return tuple(o.lower().rstrip("/") for o in self.site.allowed_origins())

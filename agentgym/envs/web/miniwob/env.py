@@ -159,6 +159,15 @@ class MiniWoBEnv(WebEnv):
         self._reused = 0
         await super()._open(episode, site_seed)
 
+    async def _started(self, episode: _Episode) -> None:
+        """MiniWoB builds the task in the page's load handler, which a busy machine can run
+        after the settle's cap: the first observation would show an empty page. Wait for the
+        task to start (under the step's timeout), then for the page to be quiet."""
+        page = episode.page
+        assert page is not None
+        if await self.miniwob.wait_started(page, self.step_timeout):
+            await settle(page, episode.traffic, self.settle_timeout)
+
     async def _end_episode(self) -> None:
         episode = self._episode
         if self._can_park(episode):

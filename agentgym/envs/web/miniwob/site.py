@@ -169,6 +169,14 @@ class MiniWoBSite:
             self._seeds[page.context] = seed
         return restarted
 
+    async def wait_started(self, page: Page, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the loaded page has started its task;
+        True when it had not yet."""
+        if await page.evaluate(_READY):
+            return False
+        await page.wait_for_function(_READY, timeout=timeout * 1000)
+        return True
+
     async def instruction(self, page: Page, task: WebTask) -> str:
         """The task's utterance, read from the started page (it depends on the seed)."""
         text = await page.evaluate(_UTTERANCE)  # one round trip when the page has started
