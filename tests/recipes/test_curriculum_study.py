@@ -7,7 +7,7 @@ scheduled) reaches 0.9 success on the 6x6 evaluation maps in fewer updates than 
 over the same maps, for each of two seeds. The study keeps the recipe's entropy bonus to the end
 (``--set entropy_decay_steps=0``): with the bonus ending at update 100 the policy settled on one
 route per map and seed 0 never reached 0.9 with either curriculum. With it, ``schedule`` reached
-0.9 at updates 70 and 130 (seeds 0 and 1) and uniform at neither (docs/curriculum.md). The runs
+0.9 at updates 70 and 130 (seeds 0 and 1), uniform never and at 160 (docs/curriculum.md). The runs
 are seeded, but which requests share a decoding batch depends on timing, so a rerun can move the
 updates at which a run gets there."""
 
