@@ -47,7 +47,7 @@ from agentgym.trainers.fit import fit
 
 
 def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path) -> RunConfig:
-    config: dict[str, Any] = _pairs(args.overrides, "--set") if args.overrides else {}
+    config: dict[str, Any] = _pairs(args.overrides, "--set")
     if args.batch_size:
         config["batch_size"] = args.batch_size
     values: dict[str, Any] = {
@@ -64,7 +64,7 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
         "max_turns": args.max_turns,
         "show_bar": False,
         "config": config,
-        "options": _pairs(args.option_pairs, "--option") if args.option_pairs else {},
+        "options": _pairs(args.option_pairs, "--option"),
     }
     return resolve_run(Layer("benchmarks/curriculum.py", values))
 
