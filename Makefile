@@ -16,6 +16,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip uninstall -y -q agentgym 2>/dev/null || true  # the distribution was renamed agentgymnasium
 	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install "$(TORCH_CPU)"; fi
 	$(BIN)/pip install -e ".[$(EXTRAS)]"
 	touch $@
@@ -75,7 +76,7 @@ curriculum-study: setup
 	$(BIN)/pytest -q -m study tests/recipes/test_curriculum_study.py
 
 # Each extra installed alone in a fresh venv from a wheel of this tree, and a smoke run of what it
-# is for (scripts/smoke_extra.py): what `pip install 'agentgym[<extra>]'` gives a user.
+# is for (scripts/smoke_extra.py): what `pip install 'agentgymnasium[<extra>]'` gives a user.
 check-extras:
 	PYTHON=$(PYTHON) TORCH_CPU="$(TORCH_CPU)" scripts/check_extras.sh
 

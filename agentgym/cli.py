@@ -11,7 +11,7 @@
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
 ``argparse`` parser, a function that runs it and returns the exit status, and the extra it needs
-(``pip install 'agentgym[train]'``). A new subcommand is a new entry; ``main`` never changes.
+(``pip install 'agentgymnasium[train]'``). A new subcommand is a new entry; ``main`` never changes.
 
 ``list`` and ``play`` need only the core install. A subcommand's arguments are declared when that
 subcommand is parsed (or its help shown), so each imports only what it uses; when its extra is
@@ -48,7 +48,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     extra: str | None = None
-    """The optional dependencies it needs, ``pip install 'agentgym[<extra>]'``; None: the core."""
+    """The optional dependencies it needs, ``pip install 'agentgymnasium[<extra>]'``; None: the core."""
 
 
 def _error(command: str, message: object) -> int:

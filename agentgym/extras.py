@@ -11,7 +11,11 @@ import importlib.metadata
 import re
 from collections.abc import Sequence
 
-__all__ = ["install_hint", "missing_requirements"]
+__all__ = ["DISTRIBUTION", "install_hint", "missing_requirements", "pip_install"]
+
+DISTRIBUTION = "agentgymnasium"
+"""The name agentgym is installed by (``pip install agentgymnasium``): ``agentgym`` on the package
+index is an unrelated project. The import package and the ``agentgym/`` env ids keep their name."""
 
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
 _EXTRA_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
@@ -21,7 +25,7 @@ def _requirements_by_extra() -> dict[str, list[tuple[str, list[str]]]]:
     """extra -> its requirements as (distribution, the extras it names) from agentgym's installed
     metadata; {} where that metadata is absent (a source tree on ``sys.path``)."""
     try:
-        requires = importlib.metadata.requires("agentgym") or []
+        requires = importlib.metadata.requires(DISTRIBUTION) or []
     except importlib.metadata.PackageNotFoundError:
         return {}
     by_extra: dict[str, list[tuple[str, list[str]]]] = {}
@@ -43,7 +47,7 @@ def _installed(distribution: str) -> bool:
 
 
 def missing_requirements(extra: str) -> list[str]:
-    """The distributions ``agentgym[extra]`` needs (its nested extras' included) that are not
+    """The distributions ``agentgymnasium[extra]`` needs (its nested extras' included) that are not
     installed; [] when agentgym's metadata is not installed."""
     by_extra = _requirements_by_extra()
     missing: set[str] = set()
@@ -55,13 +59,21 @@ def missing_requirements(extra: str) -> list[str]:
             continue
         seen.add(name)
         for distribution, nested in by_extra.get(name, []):
-            if distribution.lower() == "agentgym":
+            if distribution.lower() == DISTRIBUTION:
                 todo += nested
             elif not _installed(distribution):
                 missing.add(distribution)
     return sorted(missing)
 
 
+def pip_install(*extras: str) -> str:
+    """``pip install 'agentgymnasium[a,b]'`` for ``extras`` (``pip install agentgymnasium`` for
+    none): the install line every message and doc gives."""
+    if not extras:
+        return f"pip install {DISTRIBUTION}"
+    return f"pip install '{DISTRIBUTION}[{','.join(extras)}]'"
+
+
 def install_hint(extras: Sequence[str]) -> str:
-    """`` Fix: pip install 'agentgym[a,b]'`` for ``extras``; "" for none."""
-    return f" Fix: pip install 'agentgym[{','.join(extras)}]'" if extras else ""
+    """`` Fix: pip install 'agentgymnasium[a,b]'`` for ``extras``; "" for none."""
+    return f" Fix: {pip_install(*extras)}" if extras else ""

@@ -13,7 +13,7 @@ Sandboxes, `--sandbox`:
     docker        Docker only (`bash scripts/docker_setup.sh` as root builds the image)
     unsafe-local  plain processes with resource limits, no isolation: only for code you trust
 
-Needs `pip install 'agentgym[train,code]'`.
+Needs `pip install 'agentgymnasium[train,code]'`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The model is a local transformers directory (config, weights, tokenizer with a c
 nothing is downloaded. Each update samples `groups` questions, `group_size` answers to each,
 scores them with Math-v0's grader (math-verify: 1 for a correct boxed answer, else 0), and takes
 a GRPO step: each answer's advantage is its reward minus its group's mean, so a group whose
-answers all score the same teaches nothing. Needs `pip install 'agentgym[train,math]'`.
+answers all score the same teaches nothing. Needs `pip install 'agentgymnasium[train,math]'`.
 """
 
 from __future__ import annotations

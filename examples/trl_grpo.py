@@ -8,7 +8,7 @@ the episodes: each dataset row is a task key (env id and reset seed), TRL repeat
 the task with the tiny default policy, sampling every turn with TRL's own generation. TRL
 trains on each episode's sampled tokens (the board the env wrote between turns is in the
 sequence but masked out of the loss) with the episode's return as its reward. Runs on a CPU in
-seconds per step; nothing is downloaded. Needs `pip install 'agentgym[trl]'`.
+seconds per step; nothing is downloaded. Needs `pip install 'agentgymnasium[trl]'`.
 """
 
 from __future__ import annotations

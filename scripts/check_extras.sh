@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Each extra alone: a fresh venv with `pip install 'agentgym[<extra>]'` (from a wheel of this
+# Each extra alone: a fresh venv with `pip install 'agentgymnasium[<extra>]'` (from a wheel of this
 # tree) and nothing else, then scripts/smoke_extra.py for it. What a user's install gives, checked
 # before a missing dependency or an import of another extra's package reaches them.
 #
@@ -40,7 +40,7 @@ if grep -q "DeprecationWarning" "$WORK/build.log"; then
     echo "the wheel build warns of a deprecation:"; grep -A 12 "DeprecationWarning" "$WORK/build.log"
     exit 1
 fi
-WHEEL=$(ls "$WORK"/dist/agentgym-*.whl)
+WHEEL=$(ls "$WORK"/dist/agentgymnasium-*.whl)
 export WHEEL
 
 # Core dependencies pinned to the lower bound of their range: `name>=x,<y` -> `name==x`.

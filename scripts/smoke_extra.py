@@ -79,7 +79,7 @@ def core(scratch: Path) -> None:
         (["play", "agentgym/Code-v0"], "code"),
     ):
         said = cli(*args, status=2)
-        assert f"pip install 'agentgym[{extra}]'" in said, said
+        assert f"pip install 'agentgymnasium[{extra}]'" in said, said
 
 
 def code(scratch: Path) -> None:
@@ -143,7 +143,7 @@ def models(scratch: Path) -> None:
         "asyncio.run(main())\n"
     )
     said = cli("train", "--help", status=2)
-    assert "pip install 'agentgym[train]'" in said, said
+    assert "pip install 'agentgymnasium[train]'" in said, said
 
 
 def train(scratch: Path) -> None:
@@ -167,7 +167,7 @@ def train(scratch: Path) -> None:
     said = cli("eval", "--episodes", "2", "--model", str(out), "--json")
     assert '"success_rate"' in said, said
     said = cli("serve", "--help", status=2)
-    assert "pip install 'agentgym[serve]'" in said, said
+    assert "pip install 'agentgymnasium[serve]'" in said, said
 
 
 def deepspeed(scratch: Path) -> None:

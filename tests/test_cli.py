@@ -197,7 +197,7 @@ def test_a_subcommand_whose_extra_is_missing_names_it(monkeypatch, capsys):
     code, out, err = run(monkeypatch, capsys, ["serve", "--help"])
     assert code == 2
     assert "needs the 'serve' extra (starlette not installed)" in err
-    assert "Fix: pip install 'agentgym[serve]'" in err
+    assert "Fix: pip install 'agentgymnasium[serve]'" in err
     assert "Traceback" not in err
     assert out == ""
     # The other subcommands do not need it.
@@ -261,5 +261,5 @@ def test_a_subcommand_that_cannot_import_its_extra_says_which_to_install(argv, e
     # Installed per the metadata, yet not importable: the import error and the extra to install.
     done = _blocked(*argv)
     assert done.returncode == 2
-    assert f"pip install 'agentgym[{extra}]'" in done.stderr
+    assert f"pip install 'agentgymnasium[{extra}]'" in done.stderr
     assert "Traceback" not in done.stderr

@@ -1,4 +1,4 @@
-"""What ``pip install agentgym`` (no extra) relies on: ``import agentgym`` and FrozenLake load
+"""What ``pip install agentgymnasium`` (no extra) relies on: ``import agentgym`` and FrozenLake load
 none of the optional dependencies. ``scripts/check_extras.sh`` installs each extra alone."""
 
 from __future__ import annotations
@@ -8,6 +8,9 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+from agentgym.extras import DISTRIBUTION, install_hint, pip_install
 
 # The user-facing extras; test and dev hold tools (setuptools' .pth loads _distutils_hack).
 TOOLING = {"test", "dev"}
@@ -28,10 +31,10 @@ print(json.dumps({"import": after_import, "frozenlake": sorted(sys.modules)}))
 def optional_modules() -> set[str]:
     """Top-level modules of the distributions agentgym's extras require (those installed)."""
     extras = set()
-    for line in importlib.metadata.requires("agentgym") or []:
+    for line in importlib.metadata.requires(DISTRIBUTION) or []:
         marker = re.search(r"""extra\s*==\s*["']([^"']+)["']""", line)
         name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
-        if marker and name and marker[1] not in TOOLING and name[1].lower() != "agentgym":
+        if marker and name and marker[1] not in TOOLING and name[1].lower() != DISTRIBUTION:
             extras.add(re.sub(r"[-_.]+", "-", name[1]).lower())
     modules = set()
     for module, distributions in importlib.metadata.packages_distributions().items():
@@ -51,3 +54,27 @@ def test_import_agentgym_and_frozenlake_load_no_optional_dependency():
     for stage in ("import", "frozenlake"):
         top = {name.partition(".")[0] for name in loaded[stage]}
         assert not top & optional, f"{stage} loaded {sorted(top & optional)}"
+
+
+def test_installed_under_a_name_free_of_the_unrelated_agentgym_on_the_package_index():
+    # "agentgym" on the package index is another project ("Agent Gym - Pytorch"): every install
+    # line must name this one's distribution, and it is the one installed here.
+    assert DISTRIBUTION != "agentgym"
+    assert importlib.metadata.distribution(DISTRIBUTION).entry_points.select(name="agentgym")
+    assert pip_install("math", "code") == f"pip install '{DISTRIBUTION}[math,code]'"
+    assert pip_install() == f"pip install {DISTRIBUTION}"
+    assert install_hint(["web"]) == f" Fix: pip install '{DISTRIBUTION}[web]'"
+
+
+def test_no_install_line_names_the_unrelated_agentgym():
+    root = Path(__file__).resolve().parent.parent
+    wrong = re.compile(r"(?<![\w-])agentgym\[|pip install (?:-U )?['\"]?agentgym(?![\w-])")
+    found = []
+    for folder in ("agentgym", "docs", "examples", "scripts", "benchmarks", "tests"):
+        for path in (root / folder).rglob("*"):
+            if path.suffix in {".py", ".md", ".sh", ".toml"} and path != Path(__file__).resolve():
+                text = path.read_text(errors="replace")
+                found += [f"{path.relative_to(root)}: {m[0]}" for m in wrong.finditer(text)]
+    for name in ("README.md", "Makefile", "pyproject.toml"):
+        found += [f"{name}: {m[0]}" for m in wrong.finditer((root / name).read_text())]
+    assert not found, found

@@ -59,6 +59,12 @@ def test_python_block_runs(index: int, tmp_path: Path) -> None:
     assert done.returncode == 0, f"README python block {index}:\n{code}\n{done.stderr[-3000:]}"
 
 
+def test_readme_is_a_guide_of_at_most_200_lines() -> None:
+    # Studies, histories and reference tables go to docs/; the README says what it is and how to
+    # start.
+    assert len(README.splitlines()) <= 200
+
+
 def test_make_commands_are_makefile_targets() -> None:
     targets = set(re.findall(r"^([a-z][a-z-]*):", MAKEFILE, flags=re.MULTILINE))
     makes = [c.split()[1] for c in shell_commands() if c.startswith("make ")]
@@ -75,7 +81,7 @@ def test_pip_extras_exist() -> None:
     named = [
         m.group(1)
         for c in shell_commands()
-        if c.startswith("pip install") and (m := re.search(r"agentgym\[(\w+)\]", c))
+        if c.startswith("pip install") and (m := re.search(r"agentgymnasium\[(\w+)\]", c))
     ]
     assert len(named) >= 5
     assert set(named) <= set(extras)

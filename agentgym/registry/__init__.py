@@ -154,7 +154,7 @@ def register(
             class or factory itself.
         family: the env family (defaults to the name before the first ``-``).
         tags: free-form labels shown by ``agentgym list`` (``"multi-turn"``, ``"tools"``).
-        extras: pip extras the env needs (``pip install agentgym[<extra>]``).
+        extras: pip extras the env needs (``pip install agentgymnasium[<extra>]``).
         reward_range: the smallest and largest total reward of an episode.
         description: one line for ``agentgym list``.
         reward_threshold, nondeterministic, max_episode_steps, order_enforce,

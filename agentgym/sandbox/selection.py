@@ -38,6 +38,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from agentgym.core.errors import ConfigError, SandboxIsolationWarning, SandboxUnavailable
+from agentgym.extras import pip_install
 from agentgym.sandbox import _bwrap
 from agentgym.sandbox._dockerapi import socket_path
 from agentgym.sandbox.image_tag import DEFAULT_IMAGE
@@ -174,7 +175,7 @@ def why_not_docker(image: str | None = DEFAULT_IMAGE) -> str | None:
 
 def _probe_docker(image: str | None) -> str | None:
     if importlib.util.find_spec("docker") is None:
-        return "the docker SDK is not installed (pip install 'agentgym[docker]')"
+        return f"the docker SDK is not installed ({pip_install('docker')})"
     try:
         path = socket_path()
     except SandboxUnavailable as e:

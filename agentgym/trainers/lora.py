@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from agentgym.core.errors import ConfigError
+from agentgym.extras import pip_install
 
 __all__ = ["LoraSettings", "add_lora", "merged_state_dict"]
 
@@ -58,7 +59,7 @@ def add_lora(model: nn.Module, settings: LoraSettings, seed: int = 0) -> nn.Modu
         from peft import LoraConfig, inject_adapter_in_model
     except ImportError:
         raise ConfigError(
-            "lora_rank", settings.rank, "needs the peft package", 'pip install "agentgym[lora]"'
+            "lora_rank", settings.rank, "needs the peft package", pip_install("lora")
         ) from None
     config = LoraConfig(
         r=settings.rank,

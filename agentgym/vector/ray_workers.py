@@ -41,6 +41,7 @@ from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, InfraError
 from agentgym.core.types import Action, Observation
+from agentgym.extras import pip_install
 from agentgym.vector.ray_actor import CLOSE_TIMEOUT, Dispatcher, EnvActor
 
 __all__ = [
@@ -65,7 +66,7 @@ def _ray() -> Any:
         import ray
     except ImportError as error:
         raise ConfigError(
-            "workers", "ray", "needs the ray package", "pip install 'agentgym[ray]'"
+            "workers", "ray", "needs the ray package", pip_install("ray")
         ) from error
     return ray
 

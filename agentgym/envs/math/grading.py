@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded
 from agentgym.envs.math.answers import MAX_VALUES, perturbations, stated
+from agentgym.extras import pip_install
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -94,7 +95,7 @@ def require_math_verify() -> None:
     import importlib.util
 
     if importlib.util.find_spec("math_verify") is None:
-        raise ImportError("Math-v0 grades with math-verify. Fix: pip install 'agentgym[math]'")
+        raise ImportError(f"Math-v0 grades with math-verify. Fix: {pip_install('math')}")
 
 
 def verify_answer(reference: str, answer: str, *, exact: bool = False) -> bool:

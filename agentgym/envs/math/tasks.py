@@ -29,10 +29,11 @@ from typing import Any, Literal
 from agentgym.core.errors import ConfigError
 from agentgym.envs.math.grading import last_boxed
 from agentgym.envs.math.sources import read_rows
+from agentgym.extras import pip_install
 
 __all__ = ["DEFAULT_GENERATORS", "MathTask", "generate_tasks", "load_file"]
 
-MATH_INSTALL = "pip install 'agentgym[math]'"
+MATH_INSTALL = pip_install("math")
 AnswerFormat = Literal["auto", "plain", "gsm8k", "math"]
 
 DEFAULT_GENERATORS: dict[str, dict[str, Any]] = {

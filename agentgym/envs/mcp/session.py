@@ -32,6 +32,7 @@ from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded, InfraError
 from agentgym.core.tools import clip
 from agentgym.envs.mcp.config import ServerConfig
+from agentgym.extras import pip_install
 
 __all__ = [
     "EPISODE_META_KEY",
@@ -45,7 +46,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MCP_INSTALL = "pip install 'agentgym[mcp]'"
+MCP_INSTALL = pip_install("mcp")
 EPISODE_META_KEY = "agentgym/episode"
 """``_meta`` key of every tool call: the episode it belongs to. A server may keep state per
 episode under it (the shipped store server does); others ignore it."""

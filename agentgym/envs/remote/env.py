@@ -19,12 +19,13 @@ from agentgym.core.types import Action, Observation, user
 from agentgym.envs.remote.launch import LocalServer, server_status, start_server
 from agentgym.envs.remote.protocol import ACTION_FIELD, CAPACITY_REACHED, jsonable, ws_url
 from agentgym.envs.validate import choice, seconds
+from agentgym.extras import pip_install
 
 __all__ = ["DEFAULT_ENV_ID", "RemoteEnv", "RemoteEnvError"]
 
 DEFAULT_ENV_ID = "agentgym/FrozenLake-v0"
 LOCAL_SESSIONS = 256
-INSTALL = "pip install 'agentgym[openenv]'"
+INSTALL = pip_install("openenv")
 
 
 class RemoteEnvError(Error):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym.core.aio import deadline
 from agentgym.core.errors import InfraError
 from agentgym.envs.web.reaper import kill_group, reaper
+from agentgym.extras import pip_install
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
@@ -270,7 +271,7 @@ class BrowserPool:
             from playwright.async_api import async_playwright
         except ImportError as e:
             raise BrowserUnavailable(
-                "Playwright is not installed. Fix: pip install 'agentgym[web]'"
+                f"Playwright is not installed. Fix: {pip_install('web')}"
             ) from e
         tag = f"{_TAG}{uuid.uuid4().hex}"
         async with deadline(self.launch_timeout, "launch Chromium"):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentgym.envs.web.site import NOT_DONE, Evaluation, WebTask
+from agentgym.extras import pip_install
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Request, Route
@@ -80,7 +81,7 @@ _STATE = """(path) => (window.__agentgymMiniwob !== true || location.pathname !=
   : {done: WOB_DONE_GLOBAL === true, raw: Number(WOB_RAW_REWARD_GLOBAL)}"""
 
 
-MINIWOB_INSTALL = "pip install 'agentgym[web]' (it installs miniwob, which ships the pages)"
+MINIWOB_INSTALL = f"{pip_install('web')} (it installs miniwob, which ships the pages)"
 
 
 @lru_cache(maxsize=1)
