@@ -29,6 +29,7 @@ from agentgym.multiagent.registry import is_multiagent
 from agentgym.multiagent.train import evaluate_roles
 from agentgym.multiagent.train import run_source as multiagent_source
 from agentgym.recipes.config import RunConfig
+from agentgym.recipes.eval_cache import cached_evaluation
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
 from agentgym.rollout.scaffold import make_scaffold
 from agentgym.trainers.collector import CollectorSource
@@ -299,12 +300,42 @@ def _start_eval(run: RunConfig, trainer: Any, out: Path) -> dict[str, Any] | Non
         return dict(json.loads(path.read_text()))
     if run.eval_episodes <= 0:
         return None
-    started = time.perf_counter()
-    result = _evaluate(run, trainer)
-    data = {**result.to_dict(), "eval_s": time.perf_counter() - started}
+    said: list[str] = []
+
+    def evaluate() -> dict[str, Any]:
+        started = time.perf_counter()
+        result = _evaluate(run, trainer)
+        said.append(result.describe())
+        return {**result.to_dict(), "eval_s": time.perf_counter() - started}
+
+    if trainer.backend.world_size == 1:  # gathering the weights is a collective
+        data = cached_evaluation(trainer.policy_state_dict, _eval_settings(run), evaluate)
+    else:
+        data = evaluate()
     path.write_text(json.dumps(data, indent=2))
-    print(f"before training: {result.describe()}", flush=True)
+    if not said:  # AGENTGYM_EVAL_CACHE held this policy's evaluation (recipes/eval_cache.py)
+        said.append(f"success {data['success_rate']:.3f} (the same policy's, from the cache)")
+    print(f"before training: {said[0]}", flush=True)
     return data
+
+
+def _eval_settings(run: RunConfig) -> dict[str, Any]:
+    """Everything besides the weights that the start evaluation's result depends on."""
+    return {
+        "env": run.env,
+        "env_kwargs": dict(run.env_kwargs),
+        "model": run.model,
+        "engine": run.engine,
+        "engine_url": run.engine_url,
+        "episodes": run.eval_episodes,
+        "seed": EVAL_SEED + run.seed,
+        "temperature": run.eval_temperature,
+        "max_tokens": run.config.max_new_tokens,
+        "history_turns": run.history_turns,
+        "action_choices": run.action_choices,
+        "scaffold": run.scaffold,
+        "roles": [run.train_roles, dict(run.role_policies)],
+    }
 
 
 def _time_to(out: Path, threshold: float) -> dict[str, float] | None:

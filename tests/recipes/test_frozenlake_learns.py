@@ -44,6 +44,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # A Ray of its own: plain ray.init() would join a cluster another test started meanwhile.
     env["RAY_ADDRESS"] = "local"
+    # Every run starts from the same initial policy (one seed): the first to get there plays the
+    # start evaluation's 512 episodes, the others read its result (agentgym/recipes/eval_cache.py
+    # keys it by the weights and the settings).
+    env["AGENTGYM_EVAL_CACHE"] = str(root / "start-eval")
     procs = {}
     for name, flags in RUNS.items():
         out = root / name
@@ -88,6 +92,7 @@ def test_the_default_frozenlake_run_wins_most_episodes(runs: dict[str, Path], na
     summary = json.loads(summary_file.read_text())
     start, end = summary["start"], summary["end"]
     assert start["success_rate"] < 0.3  # random moves
+    assert start["start_eval_cache"] in {"hit", "miss"}  # one evaluation for all the runs
     assert end["episodes"] == END_EPISODES
     assert end["success_rate"] > 0.9, summary  # the bar
     assert end["ci95"][0] > start["ci95"][1]  # the intervals do not overlap
