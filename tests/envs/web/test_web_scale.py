@@ -65,8 +65,11 @@ def groups_of(envs: AgentVectorEnv) -> set[int]:
 def vector(n: int, site_url: str, **kwargs: Any) -> AgentVectorEnv:
     from agentgym.envs.web.env import WebEnv
 
+    # What these tests check (one browser, no leak, bounded memory) must not hang on how loaded
+    # the machine is: 64 pages opening at once beside CI's training runs missed the default
+    # 30 s deadline. A page that never opens still fails the test, after 5 minutes.
     def make() -> WebEnv:
-        return WebEnv(start_url=site_url, tasks=ONE_CLICK, **kwargs)
+        return WebEnv(start_url=site_url, tasks=ONE_CLICK, step_timeout=300.0, **kwargs)
 
     return AgentVectorEnv([make] * n)
 
