@@ -6,7 +6,8 @@ keys of :mod:`agentgym.core.info` in every reset and step (types, ``reward_compo
 to the reward, ``success`` where an episode terminates, returns within the registered
 ``reward_range``), fresh data on every call, a bounded answer to any model output (garbage
 included), idempotent close and a serialisable spec. It runs every check, collects every
-failure, and raises one ``EnvCheckError`` listing them all.
+failure, and raises one ``EnvCheckError`` listing them all: a problem found on many steps or by
+several checks (an env whose ``step`` always raises) is one line with its count.
 """
 
 from __future__ import annotations
@@ -31,33 +32,18 @@ from agentgym.core import info as info_keys
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import EnvCheckError, EnvStateError
 from agentgym.core.spaces import AssistantTurn, Messages
+from agentgym.utils.garbage import garbage_actions
 
-__all__ = ["MAX_ECHO_CHARS", "CheckReport", "check_env"]
+__all__ = ["MAX_ECHO_CHARS", "CheckReport", "check_env", "garbage_actions"]
 
 MAX_ECHO_CHARS = 100_000
 """Most characters the env's own messages may hold in answer to a 1 MB action: an env that echoes
 a huge model output back whole would blow up the context of every later turn."""
 
-_HUGE = 1_000_000
 _TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _NUM_SAMPLES = 32
 _NUM_SAMPLE_STEPS = 8
-
-# [start, stop) code point ranges for random unicode; none holds a surrogate (D800-DFFF).
-_UNICODE_RANGES = np.array(
-    [
-        [0x00, 0x20],  # C0 controls, NUL included
-        [0x20, 0x7F],  # ASCII
-        [0x7F, 0xA0],  # DEL and C1 controls
-        [0x300, 0x370],  # combining marks
-        [0x590, 0x700],  # Hebrew and Arabic (right to left)
-        [0x200B, 0x2030],  # zero-width and bidi controls
-        [0x4E00, 0x9FFF],  # CJK
-        [0x1F300, 0x1FA00],  # emoji
-    ]
-)
-# Candidate values for "arguments of the wrong type": the first one a property rejects is used.
-_WRONG_VALUES: tuple[Any, ...] = ({"not": "expected"}, 12345, "not the expected type", [1, 2], True)
+_SHOWN_PLACES = 3
 
 
 @dataclass(frozen=True)
@@ -76,34 +62,62 @@ class CheckReport:
 
 
 @dataclass
+class _Failure:
+    """One problem and every (check, call) where it was found, in order."""
+
+    problem: str
+    detail: str = ""
+    places: list[tuple[str, str]] = field(default_factory=list)
+
+    def line(self) -> str:
+        """``[check] where problem``; a repeated one once, with its count and first places."""
+        checks = ", ".join(dict.fromkeys(check for check, _ in self.places))
+        problem = f"{self.problem}: {self.detail}" if self.detail else self.problem
+        if len(self.places) == 1:
+            where = self.places[0][1]
+            return f"[{checks}] {where} {problem}" if where else f"[{checks}] {problem}"
+        shown = ", ".join(where or check for check, where in self.places[:_SHOWN_PLACES])
+        more = len(self.places) - _SHOWN_PLACES
+        shown += f" and {more} more" if more > 0 else ""
+        return f"[{checks}] {problem} ({len(self.places)} times: {shown})"
+
+
+@dataclass
 class _Run:
     """State of one ``check_env`` call: the env, the seed and the failures found so far."""
 
     env: gym.Env[Any, Any]
     seed: int
     reward_range: tuple[float, float] | None = None
-    failures: list[str] = field(default_factory=list)
+    failures: dict[str, _Failure] = field(default_factory=dict)
+    """By problem: one root cause found on many steps, or by several checks, is one failure."""
     check: str = ""
     steps: int = 0
     skipped: list[str] = field(default_factory=list)
     episode_return: float = 0.0
 
-    def fail(self, message: str) -> None:
-        line = f"[{self.check}] {message}"
-        if line not in self.failures:  # the same fault on every step is one failure
-            self.failures.append(line)
+    def fail(self, problem: str, where: str = "", detail: str = "") -> None:
+        """Record ``problem`` found by the current check at ``where`` (a call such as
+        ``step(<empty string>)``); ``detail`` (e.g. the offending value) is shown for the first
+        place only and does not tell problems apart."""
+        failure = self.failures.setdefault(problem, _Failure(problem, detail))
+        if (self.check, where) not in failure.places:
+            failure.places.append((self.check, where))
+
+    def failure_lines(self) -> list[str]:
+        return [failure.line() for failure in self.failures.values()]
 
     def reset(self, where: str, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         result = self.env.reset(**kwargs)
         if not (isinstance(result, tuple) and len(result) == 2):
-            self.fail(f"{where} returned {_short(result)}, not an (obs, info) pair")
+            self.fail("returned something other than an (obs, info) pair", where, _short(result))
             return (), {}
         self.check_obs(result[0], where)
         if not isinstance(result[1], dict):
-            self.fail(f"{where} returned info of type {_type_name(result[1])}, not dict")
+            self.fail(f"returned info of type {_type_name(result[1])}, not dict", where)
         else:
             for problem in info_keys.problems(result[1], "reset"):
-                self.fail(f"{where} info: {problem}")
+                self.fail(f"info: {problem}", where)
         self.episode_return = 0.0
         return result
 
@@ -111,17 +125,17 @@ class _Run:
         result = self.env.step(action)
         self.steps += 1
         if not (isinstance(result, tuple) and len(result) == 5):
-            self.fail(f"{where} returned {_short(result)}, not a 5-tuple")
+            self.fail("returned something other than a 5-tuple", where, _short(result))
             return (), 0.0, True, False, {}
         obs, reward, terminated, truncated, info = result
         self.check_obs(obs, where)
         if not isinstance(reward, float | np.floating) or not math.isfinite(reward):
-            self.fail(f"{where} returned reward {reward!r}: it must be a finite float")
+            self.fail(f"returned reward {reward!r}: it must be a finite float", where)
         for flag, value in (("terminated", terminated), ("truncated", truncated)):
             if not isinstance(value, bool):
-                self.fail(f"{where} returned {flag}={value!r} ({_type_name(value)}), not a bool")
+                self.fail(f"returned {flag}={value!r} ({_type_name(value)}), not a bool", where)
         if not isinstance(info, dict):
-            self.fail(f"{where} returned info of type {_type_name(info)}, not dict")
+            self.fail(f"returned info of type {_type_name(info)}, not dict", where)
         elif isinstance(reward, float | np.floating) and math.isfinite(reward):
             self.check_step_info(where, float(reward), bool(terminated), bool(truncated), info)
         return result
@@ -130,20 +144,21 @@ class _Run:
         self, where: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
     ) -> None:
         for problem in info_keys.problems(info, "step", reward=reward, truncated=truncated):
-            self.fail(f"{where} info: {problem}")
+            self.fail(f"info: {problem}", where)
         if terminated and info_keys.SUCCESS not in info and not info_keys.is_infra_error(info):
             self.fail(
-                f"{where} ended the episode (terminated) without info['success']: say whether "
-                "the task was accomplished (a bool); trainers never guess it from the reward"
+                "ended the episode (terminated) without info['success']: say whether the task "
+                "was accomplished (a bool); trainers never guess it from the reward",
+                where,
             )
         self.episode_return += reward
         if (terminated or truncated) and self.reward_range is not None:
             for problem in info_keys.return_problems(self.episode_return, self.reward_range):
-                self.fail(f"{where}: {problem}")
+                self.fail(f"ended the episode: {problem}", where)
 
     def check_obs(self, obs: Any, where: str) -> None:
         if obs not in self.env.observation_space:
-            self.fail(f"{where} returned an observation not in observation_space: {_short(obs)}")
+            self.fail("returned an observation not in observation_space", where, _short(obs))
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -257,76 +272,15 @@ def _check_samples(run: _Run) -> None:
         for _ in range(_NUM_SAMPLES):
             sample = space.sample()
             if sample not in space:
-                run.fail(f"{name}.sample() returned {_short(sample)}, which it does not contain")
+                run.fail(
+                    f"{name}.sample() returned a value it does not contain", "", _short(sample)
+                )
     run.env.action_space.seed(run.seed)
     run.reset(f"reset(seed={run.seed})", seed=run.seed)
     for _ in range(_NUM_SAMPLE_STEPS):
         action = run.env.action_space.sample()
         if _episode_over(run.step(action, f"step({_short(action, 60)})")):
             run.reset("reset()")
-
-
-def _random_unicode(rng: np.random.Generator, length: int) -> str:
-    ranges = _UNICODE_RANGES[rng.integers(0, len(_UNICODE_RANGES), size=length)]
-    return "\x00" + "".join(map(chr, rng.integers(ranges[:, 0], ranges[:, 1])))
-
-
-def _hermes(name: str, arguments: Any) -> str:
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
-
-
-def _structured(calls: Any, content: str | None = None) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, "tool_calls": calls}
-
-
-def _wrong_value(schema: Any) -> Any:
-    for value in _WRONG_VALUES:
-        try:
-            if not jsonschema.Draft202012Validator(schema).is_valid(value):
-                return value
-        except (jsonschema.SchemaError, TypeError):
-            return value
-    return _WRONG_VALUES[0]
-
-
-def _tool_garbage(schema: dict[str, Any]) -> list[tuple[str, Any]]:
-    name = schema["function"]["name"]
-    properties = schema["function"]["parameters"].get("properties") or {}
-    wrong = {key: _wrong_value(sub) for key, sub in properties.items()} or {"unexpected": 1}
-    huge = {key: "A" * _HUGE for key in properties} or {"unexpected": "A" * _HUGE}
-    bad_json = {
-        "id": "c1",
-        "type": "function",
-        "function": {"name": name, "arguments": "{not json"},
-    }
-    return [
-        (f"wrong argument types for {name}", _hermes(name, wrong)),
-        (f'{name} with "arguments": "not an object"', _hermes(name, "not an object")),
-        (f"{name} with 1 MB arguments", _hermes(name, huge)),
-        (f"structured {name} call with non-JSON arguments", _structured([bad_json])),
-    ]
-
-
-def garbage_actions(tools: list[dict[str, Any]], seed: int) -> list[tuple[str, Any]]:
-    """Labelled actions no env may raise on: empty, huge, random unicode, malformed tool calls."""
-    rng = np.random.default_rng(seed)
-    actions: list[tuple[str, Any]] = [
-        ("empty string", ""),
-        ("1 MB of text", ("A" * 1023 + "\n") * 1024),
-        *((f"random unicode ({n} chars)", _random_unicode(rng, n)) for n in (1, 64, 4096)),
-        ("random unicode inside <tool_call>", f"<tool_call>{_random_unicode(rng, 64)}</tool_call>"),
-        ("tool call that is not JSON", "<tool_call>{not json</tool_call>"),
-        ("unclosed tool call", '<tool_call>{"name": "x"'),
-        ("unknown tool", _hermes("no_such_tool_agentgym_check", {})),
-        ("1 MB tool name", _hermes("x" * _HUGE, {})),
-        ('"arguments": "not an object"', _hermes("x", "not an object")),
-        ("deeply nested JSON", f"<tool_call>{'[' * 100_000}</tool_call>"),
-        ("structured call without function", _structured([{"id": "c0", "type": "function"}])),
-        ("structured tool_calls that is not a list", _structured("not a list", "")),
-    ]
-    for schema in tools:
-        actions.extend(_tool_garbage(schema))
-    return actions
 
 
 def _env_chars(obs: Any) -> int:
@@ -349,13 +303,14 @@ def _check_garbage(run: _Run) -> None:
         try:
             result = run.step(action, where)
         except Exception as e:
-            run.fail(f"{where} raised {type(e).__name__}: {_short(str(e))}")
+            run.fail(f"raised {type(e).__name__}: {_short(str(e))}", where)
             run.reset("reset()")
             continue
         if "1 MB" in label and _env_chars(result[0]) >= MAX_ECHO_CHARS:
             run.fail(
-                f"{where}: the env's messages hold {_env_chars(result[0])} characters; "
-                f"keep them under {MAX_ECHO_CHARS} (truncate echoed model output)"
+                f"answered with messages of {_env_chars(result[0])} characters; keep them "
+                f"under {MAX_ECHO_CHARS} (truncate echoed model output)",
+                where,
             )
         if _episode_over(result):
             run.reset("reset()")
@@ -457,5 +412,5 @@ def check_env(env: gym.Env[Any, Any], *, seed: int = 0) -> CheckReport:
         if len(run.skipped) == skipped:
             ran.append(check)
     if run.failures:
-        raise EnvCheckError(name, run.failures)
+        raise EnvCheckError(name, run.failure_lines())
     return CheckReport(name, tuple(ran), tuple(run.skipped), run.steps)

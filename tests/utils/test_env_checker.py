@@ -232,11 +232,14 @@ class FragileEnv(GoodEnv):
 
 def test_garbage_actions_must_not_raise() -> None:
     failures = _failures(FragileEnv())
-    for label in ("empty string", "random unicode (64 chars)", "structured call without function"):
-        assert _has(
-            failures, f"[garbage actions] step(<{label}>) raised ValueError: 'cannot handle that'"
-        )
-    assert not _has(failures, "step(<1 MB of text>) raised")
+    raised = [f for f in failures if "raised ValueError: 'cannot handle that'" in f]
+    assert len(raised) == 1  # one root cause, one line
+    # empty string, random unicode x4 (each starts with NUL), structured x2 and one per tool
+    assert raised[0].startswith("[garbage actions] raised ValueError: 'cannot handle that'")
+    assert raised[0].endswith(
+        "(8 times: step(<empty string>), step(<random unicode (1 chars)>), "
+        "step(<random unicode (64 chars)>) and 5 more)"
+    )
 
 
 class EchoEnv(GoodEnv):
@@ -249,7 +252,7 @@ def test_echoing_a_huge_action_is_found() -> None:
     failures = _failures(EchoEnv())
     assert _has(
         failures,
-        "[garbage actions] step(<1 MB of text>): the env's messages hold",
+        "[garbage actions] step(<1 MB of text>) answered with messages of",
         f"under {MAX_ECHO_CHARS}",
     )
 
@@ -347,11 +350,39 @@ def test_every_check_runs_and_every_failure_is_collected() -> None:
     with pytest.raises(EnvCheckError) as caught:
         check_env(AlwaysRaisesEnv())
     failures = caught.value.failures
-    for check in ("determinism", "samples", "garbage actions", "fresh data"):
-        assert _has(failures, f"[{check}]", "RuntimeError")
+    checks = "determinism, samples, garbage actions, fresh data"
+    assert _has(failures, f"[{checks}] raised RuntimeError: 'broken step' (")
     assert str(caught.value).startswith(
         f"AlwaysRaisesEnv fails {len(failures)} agentgym env check(s):"
     )
+
+
+def test_one_root_cause_is_one_line_with_its_count() -> None:
+    """An env whose step always raises: one line naming the error, the checks and the count,
+    not one line per check and per garbage action."""
+    with pytest.raises(EnvCheckError) as caught:
+        check_env(AlwaysRaisesEnv())
+    message = str(caught.value)
+    assert caught.value.failures == [
+        "[determinism, samples, garbage actions, fresh data] raised RuntimeError: 'broken step' "
+        "(21 times: determinism, samples, step(<empty string>) and 18 more)"
+    ]
+    assert message.count("broken step") == 1
+    assert message.startswith("AlwaysRaisesEnv fails 1 agentgym env check(s):")
+
+
+class WrongSuccessTypeEnv(GoodEnv):
+    async def astep(self, action: Any) -> StepResult:
+        obs, reward, terminated, truncated, info = await super().astep(action)
+        return obs, reward, terminated, truncated, {**info, "success": "maybe"}
+
+
+def test_the_same_info_problem_on_every_step_is_one_line() -> None:
+    failures = _failures(WrongSuccessTypeEnv())
+    lines = [f for f in failures if "success 'maybe'" in f]
+    assert len(lines) == 1
+    assert lines[0].startswith("[determinism, samples, garbage actions, fresh data] info: ")
+    assert " times: first step(" in lines[0]
 
 
 # --- the garbage itself ------------------------------------------------------------------------
