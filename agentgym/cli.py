@@ -3,7 +3,7 @@
 ::
 
     agentgym list [--family F] [--tag T] [--json]
-    agentgym play <env-id> [--seed N] [--task-id K] [--kw key=value ...]
+    agentgym play <env-id> [--seed N] [--task-id ID] [--kw key=value ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--engine hf|openai|sglang] [--model DIR|NAME] [-n N] [--json] ...
     agentgym serve-env <env-id> [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
@@ -120,7 +120,13 @@ def _run_list(args: argparse.Namespace) -> int:
 def _add_play_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("env_id", help="a registered id, e.g. agentgym/FrozenLake-v0")
     parser.add_argument("--seed", type=int, help="seed of the first reset")
-    parser.add_argument("--task-id", type=int, help="play this task in every episode")
+    parser.add_argument(
+        "--task-id",
+        type=_task_id,
+        metavar="ID",
+        help="play this task in every episode: an id as play shows it (e.g. HumanEval/0), or "
+        "an integer (FrozenLake's map number, else an index into the env's tasks)",
+    )
     parser.add_argument(
         "--kw",
         action="extend",
@@ -129,6 +135,14 @@ def _add_play_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="constructor argument; VALUE is read as JSON when it parses, else as a string",
     )
+
+
+def _task_id(text: str) -> int | str:
+    """``--task-id``: an integer when the text is one (``"5"`` -> 5), else the id as written."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:

@@ -141,6 +141,30 @@ def test_play_rejected_task_id_exits_2(monkeypatch, capsys):
     assert "Traceback" not in err
 
 
+def test_play_takes_the_task_ids_it_shows(monkeypatch, capsys):
+    """``--task-id`` was int-only: Code-v0's ``HumanEval/0`` was refused by argparse."""
+    args = ["play", "agentgym/Code-v0", "--task-id", "HumanEval/0"]
+    code, out, err = run(monkeypatch, capsys, args, ":r\n:q\n")
+    assert code == 0, err
+    assert out.count("=== New episode (task HumanEval/0)") == 2  # and again after :r
+    assert "def has_close_elements(" in out
+    code, out, err = run(monkeypatch, capsys, ["play", "agentgym/Code-v0", "--task-id", "1"])
+    assert code == 0, err
+    assert "=== New episode (task HumanEval/1)" in out  # an integer is still an index
+
+
+def test_play_unknown_string_task_id_exits_2(monkeypatch, capsys):
+    code, _, err = run(monkeypatch, capsys, ["play", "agentgym/Code-v0", "--task-id", "Nope/0"])
+    assert code == 2
+    assert "'Nope/0'" in err
+    assert "names no task" in err
+    assert "Traceback" not in err
+    code, _, err = run(monkeypatch, capsys, ["play", ENV_ID, "--task-id", "map-3"])
+    assert code == 2
+    assert "task_id" in err
+    assert "Traceback" not in err
+
+
 def test_parse_kwargs_reads_json_then_strings():
     parsed = parse_kwargs(["a=5", "b=true", "c=0.5", "d=hello", "e=[1, 2]", "f=", "g=x=y"])
     assert parsed == {"a": 5, "b": True, "c": 0.5, "d": "hello", "e": [1, 2], "f": "", "g": "x=y"}
