@@ -30,14 +30,14 @@ import agentgym
 # which looks up registered env metadata) import ``core`` and ``registry``.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.core", "agentgym.error", "agentgym.extras", "agentgym.models", "agentgym.wrappers"),
-    ("agentgym.registry", "agentgym", "agentgym.utils", "agentgym.multiagent.registry"),
+    ("agentgym.registry", "agentgym", "agentgym.utils"),
     ("agentgym.sandbox",),
-    ("agentgym.envs", "agentgym.multiagent"),  # the multi-agent env API, under its envs
+    ("agentgym.envs",),
     ("agentgym.vector",),
     ("agentgym.inference",),
-    ("agentgym.rollout", "agentgym.multiagent.policies", "agentgym.multiagent.rollout"),
-    ("agentgym.trainers", "agentgym.multiagent.source"),
-    ("agentgym.recipes", "agentgym.integrations", "agentgym.multiagent.train"),
+    ("agentgym.rollout",),
+    ("agentgym.trainers", "agentgym.multiagent"),  # multi-agent rollouts, policies, sources
+    ("agentgym.recipes", "agentgym.integrations"),
     ("agentgym.cli", "agentgym.__main__"),
 )
 
@@ -230,6 +230,14 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted(module for module in GRAPH if layer_of(module) is None)
     assert not unplaced, f"put these in LAYERS (tests/test_layers.py): {unplaced}"
+
+
+def test_every_package_sits_on_one_layer() -> None:
+    """LAYERS places whole packages: no entry sits inside another entry's package, so no
+    package is spread over layers (which would hide the imports running up inside it)."""
+    entries = [entry for layer in LAYERS for entry in layer if entry != "agentgym"]
+    inside = sorted(e for e in entries for p in entries if e.startswith(f"{p}."))
+    assert not inside, f"LAYERS places these apart from their package: {inside}"
 
 
 def test_imports_point_down_the_layers() -> None:

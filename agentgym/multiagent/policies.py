@@ -20,8 +20,8 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.types import Observation
 
 if TYPE_CHECKING:
+    from agentgym.core.multiagent import MultiAgentEnv
     from agentgym.inference.base import InferenceEngine
-    from agentgym.multiagent.core import MultiAgentEnv
 
 __all__ = ["EnginePolicy", "Policy", "ScriptedPolicy", "resolve_policies"]
 

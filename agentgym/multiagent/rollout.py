@@ -33,9 +33,9 @@ import numpy as np
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ACTION_CHOICES
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.core.types import Episode, Observation, Turn, assistant, system
 from agentgym.inference.base import Completion, SamplingParams
-from agentgym.multiagent.core import MultiAgentEnv
 from agentgym.multiagent.policies import EnginePolicy, Policy, ScriptedPolicy, resolve_policies
 from agentgym.rollout.config import default_context, resolve_tokenizer
 from agentgym.rollout.episode import EpisodeBuilder
@@ -274,7 +274,7 @@ async def aplay_games(
         max_steps: steps after which a game is truncated (``truncation_reason`` max_turns).
         **sampling: ``SamplingParams`` fields (``temperature``, ``max_tokens``, ...).
     """
-    from agentgym.multiagent.registry import make
+    from agentgym.registry.multiagent import make
 
     if num_games < 1 or group_size < 1 or num_games % group_size:
         raise ConfigError(

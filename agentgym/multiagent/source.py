@@ -21,8 +21,8 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.multiagent.policies import EnginePolicy, Policy
-from agentgym.multiagent.registry import make
 from agentgym.multiagent.rollout import play_games, role_episodes
+from agentgym.registry.multiagent import make
 
 __all__ = ["MultiAgentSource"]
 

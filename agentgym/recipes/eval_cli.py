@@ -161,7 +161,7 @@ def _eval_report(args: argparse.Namespace, spec: Any, run: Any, ks: list[int], *
 
 
 def _single_agent(env_id: str) -> None:
-    from agentgym.multiagent.registry import is_multiagent
+    from agentgym.registry.multiagent import is_multiagent
 
     if is_multiagent(env_id):
         raise ConfigError(

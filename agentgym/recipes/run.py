@@ -25,12 +25,12 @@ from typing import Any
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
-from agentgym.multiagent.registry import is_multiagent
-from agentgym.multiagent.train import evaluate_roles
-from agentgym.multiagent.train import run_source as multiagent_source
 from agentgym.recipes.config import RunConfig
 from agentgym.recipes.eval_cache import cached_evaluation
+from agentgym.recipes.multiagent import evaluate_roles
+from agentgym.recipes.multiagent import run_source as multiagent_source
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
+from agentgym.registry.multiagent import is_multiagent
 from agentgym.rollout.scaffold import make_scaffold
 from agentgym.trainers.collector import CollectorSource
 

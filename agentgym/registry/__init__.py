@@ -78,8 +78,8 @@ def entry_point_name(entry_point: EntryPoint | None) -> str:
 
 _ENVS: dict[str, EnvInfo] = {}
 MAKERS: dict[str, Callable[..., Any]] = {}
-"""Ids that ``make`` hands to another maker: ``agentgym.multiagent.register`` puts its envs here
-(``gym.make`` makes only single-agent ``gymnasium.Env``s)."""
+"""Ids that ``make`` hands to another maker: ``agentgym.registry.multiagent.register`` puts its
+envs here (``gym.make`` makes only single-agent ``gymnasium.Env``s)."""
 
 
 def _check_registration(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from agentgym.registry import register
+from agentgym.registry.multiagent import register as register_multiagent
 
 
 def register_builtin_envs() -> None:
@@ -92,7 +93,7 @@ def register_builtin_envs() -> None:
     )
     register(
         "agentgym/Remote-v0",
-        "agentgym.envs.remote:RemoteEnv",
+        "agentgym.vector.remote:RemoteEnv",
         family="Remote",
         tags=("remote", "openenv"),
         extras=("openenv",),
@@ -100,6 +101,23 @@ def register_builtin_envs() -> None:
         reward_range=(-math.inf, math.inf),
         description="Play an env served by `agentgym serve-env` or any OpenEnv server.",
     )
-    from agentgym.multiagent.registry import register_builtin_multiagent_envs
+    register_builtin_multiagent_envs()
 
-    register_builtin_multiagent_envs()  # agentgym.make makes them; list_envs skips them
+
+def register_builtin_multiagent_envs() -> None:
+    """The multi-agent envs: ``agentgym.make`` makes them, ``list_multiagent_envs`` lists them."""
+    register_multiagent(
+        "agentgym/TicTacToe-v0",
+        "agentgym.envs.tictactoe:TicTacToeEnv",
+        roles=("x", "o"),
+        tags=("game", "two-player", "multi-agent"),
+        description="Tic-tac-toe on a 3x3 text board; x moves first; o is random by default.",
+    )
+    register_multiagent(
+        "agentgym/MathSolverJudge-v0",
+        "agentgym.envs.math.judge:MathSolverJudgeEnv",
+        roles=("solver", "judge"),
+        tags=("math", "workflow", "multi-agent"),
+        description="A solver answers a Math-v0 problem; a judge's verdict is graded by the "
+        "verifier.",
+    )

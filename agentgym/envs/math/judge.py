@@ -15,10 +15,10 @@ import numpy as np
 
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ACTION_CHOICES, SUCCESS, TASK_ID
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.core.types import Action, Observation, as_assistant_message, system, user
 from agentgym.envs.math.env import MathEnv
 from agentgym.envs.validate import real
-from agentgym.multiagent.core import MultiAgentEnv
 
 __all__ = ["JUDGE_RULES", "VERDICTS", "MathSolverJudgeEnv", "read_verdict"]
 

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ACTION_CHOICES, SUCCESS
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.core.types import Action, as_assistant_message, system, user
 from agentgym.envs.tictactoe.players import winner
 from agentgym.envs.validate import integer, real
-from agentgym.multiagent.core import MultiAgentEnv
 
 __all__ = ["TicTacToeEnv"]
 

@@ -10,15 +10,14 @@ game: the win rate).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgym.core.errors import ConfigError
-from agentgym.multiagent.registry import multiagent_info
+from agentgym.multiagent.policies import EnginePolicy
 from agentgym.multiagent.rollout import play_games, role_episodes
 from agentgym.multiagent.source import MultiAgentSource
-
-if TYPE_CHECKING:
-    from agentgym.recipes.report import EvalResult
+from agentgym.recipes.report import EvalResult
+from agentgym.registry.multiagent import multiagent_info
 
 __all__ = ["evaluate_roles", "run_source", "train_roles"]
 
@@ -69,9 +68,6 @@ def run_source(run: Any, engine: Any, world_size: int = 1) -> MultiAgentSource:
 
 def evaluate_roles(run: Any, engine: Any, seed: int) -> EvalResult:
     """The trained roles' success over ``run.eval_episodes`` games (per role and game)."""
-    from agentgym.multiagent.policies import EnginePolicy
-    from agentgym.recipes.report import EvalResult
-
     roles = train_roles(run)
     policies = {**_opponents(run), **dict.fromkeys(roles, EnginePolicy(engine))}
     games = play_games(

@@ -1,12 +1,12 @@
-"""Registering multi-agent envs: ``gymnasium.register`` under the hood, kept apart from the
-single-agent registry.
+"""Registering multi-agent envs (``agentgym.core.multiagent.MultiAgentEnv``):
+``gymnasium.register`` under the hood, kept apart from the single-agent registry.
 
 A multi-agent id lives in Gymnasium's registry (so ids, versions and "did you mean" work as
 for every env) and ``agentgym.make(id)`` returns the ``MultiAgentEnv`` itself, made from the
 spec's entry point and kwargs. ``gymnasium.make`` refuses it, as PettingZoo's envs: it only
 makes ``gymnasium.Env``s, whose ``step`` is single-agent. It is not listed by
 ``agentgym.list_envs`` (whose envs all pass the single-agent checkers) but by
-``list_multiagent_envs``; training code asks
+``list_multiagent_envs`` (``agentgym list`` shows both); training code asks
 ``is_multiagent(env_id)`` to pick the multi-agent collector. Nothing heavy is imported here.
 """
 
@@ -20,6 +20,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.registry import MAKERS, resolve_id
 
 __all__ = ["MultiAgentInfo", "is_multiagent", "list_multiagent_envs", "make", "register"]
@@ -91,9 +92,8 @@ def multiagent_info(env_id: str) -> MultiAgentInfo:
     return _MULTI[env_id]
 
 
-def make(env_id: str, **kwargs: Any) -> Any:
-    """The ``MultiAgentEnv`` of ``env_id``, with ``kwargs`` over its registered defaults (typed
-    ``Any``: this module sits below the envs' layer, see tests/test_layers.py)."""
+def make(env_id: str, **kwargs: Any) -> MultiAgentEnv:
+    """The ``MultiAgentEnv`` of ``env_id``, with ``kwargs`` over its registered defaults."""
     multiagent_info(env_id)
     spec = gym.spec(env_id)
     creator = spec.entry_point
@@ -101,22 +101,4 @@ def make(env_id: str, **kwargs: Any) -> Any:
         creator = load_env_creator(creator)
     env = creator(**{**spec.kwargs, **kwargs})
     env.spec = spec
-    return env
-
-
-def register_builtin_multiagent_envs() -> None:
-    register(
-        "agentgym/TicTacToe-v0",
-        "agentgym.envs.tictactoe:TicTacToeEnv",
-        roles=("x", "o"),
-        tags=("game", "two-player", "multi-agent"),
-        description="Tic-tac-toe on a 3x3 text board; x moves first; o is random by default.",
-    )
-    register(
-        "agentgym/MathSolverJudge-v0",
-        "agentgym.envs.math.judge:MathSolverJudgeEnv",
-        roles=("solver", "judge"),
-        tags=("math", "workflow", "multi-agent"),
-        description="A solver answers a Math-v0 problem; a judge's verdict is graded by the "
-        "verifier.",
-    )
+    return env  # type: ignore[no-any-return]
