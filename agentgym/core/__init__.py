@@ -1,13 +1,12 @@
-"""Message and episode types, spaces, the ``AgentEnv`` base and the multi-agent env contract
-(``MultiAgentEnv``), tools and tool-call parsing, errors."""
+"""Message and episode types, spaces, the ``AgentEnv`` base, tools and tool-call parsing, errors."""
 
 from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.core.parsing import (
     MalformedCall,
     ParsedAction,
     ParsedCall,
+    call_format,
     get_parser,
     parse_action,
     parser_names,
@@ -38,7 +37,6 @@ __all__ = [
     "MalformedCall",
     "Message",
     "Messages",
-    "MultiAgentEnv",
     "Observation",
     "ParsedAction",
     "ParsedCall",
@@ -49,6 +47,7 @@ __all__ = [
     "Turn",
     "as_assistant_message",
     "assistant",
+    "call_format",
     "deadline",
     "get_parser",
     "is_valid_message",

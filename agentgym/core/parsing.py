@@ -8,6 +8,8 @@ answers with an error observation. Parsers are selected by name (``hermes`` by d
     pythonic   [move(direction="left"), look()]   (Llama 3.2 / 4 style)
 
 Structured OpenAI ``tool_calls`` on an assistant message dict are always accepted.
+``call_format(name)`` is the sentence an env's prompt uses to tell the model how to write a call
+the parser reads (the tools' schemas go in ``info["tools"]`` and the chat template, not in it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "MalformedCall",
     "ParsedAction",
     "ParsedCall",
+    "call_format",
     "get_parser",
     "parse_action",
     "parser_names",
@@ -77,11 +80,14 @@ Parser = Callable[[str, str], ParsedAction]
 """``parser(text, id_prefix) -> ParsedAction``; call ids are ``f"{id_prefix}{k}"``."""
 
 _PARSERS: dict[str, Parser] = {}
+_CALL_FORMATS: dict[str, str] = {}
 
 
-def register_parser(name: str, parser: Parser) -> None:
-    """Make ``parser`` selectable as ``tool_parser=name``."""
+def register_parser(name: str, parser: Parser, how_to_call: str = "") -> None:
+    """Make ``parser`` selectable as ``tool_parser=name``; ``how_to_call`` is the sentence that
+    tells a model how to write a call it reads (``call_format(name)`` answers it)."""
     _PARSERS[name] = parser
+    _CALL_FORMATS[name] = how_to_call
 
 
 def parser_names() -> list[str]:
@@ -98,6 +104,17 @@ def get_parser(name: str) -> Parser:
             f"tool_parser={name!r} is not a registered parser.{hint} "
             f"Fix: use one of {parser_names()} or register_parser() your own."
         ) from None
+
+
+def call_format(name: str) -> str:
+    """How to write a tool call that the parser ``name`` reads, as one sentence for a prompt.
+
+    Envs with tools add it to their instructions, so a model that is not given the tools through
+    a chat template still knows the syntax; ``""`` for a parser registered without one. Raises
+    ``UnknownParserError`` for a name that is not registered.
+    """
+    get_parser(name)
+    return _CALL_FORMATS.get(name, "")
 
 
 def _loads(text: str) -> Any:
@@ -216,9 +233,24 @@ def parse_pythonic(text: str, id_prefix: str = "call_") -> ParsedAction:
     return result
 
 
-register_parser("hermes", parse_hermes)
-register_parser("json", parse_json)
-register_parser("pythonic", parse_pythonic)
+_CALL_OBJECT = '{"name": <tool name>, "arguments": <its arguments as a JSON object>}'
+register_parser(
+    "hermes",
+    parse_hermes,
+    f"To call a tool, write <tool_call>{_CALL_OBJECT}</tool_call>, one such block per call.",
+)
+register_parser(
+    "json",
+    parse_json,
+    f"To call a tool, answer with {_CALL_OBJECT} alone or in a ```json block (a JSON list of "
+    "them for several calls).",
+)
+register_parser(
+    "pythonic",
+    parse_pythonic,
+    'To call tools, answer with a Python list of calls alone, e.g. [tool_a(key="value"), '
+    "tool_b()]: arguments by keyword, as literals.",
+)
 
 
 def _parse_structured(message: Message, id_prefix: str) -> ParsedAction:

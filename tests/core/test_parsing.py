@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from agentgym.core import (
     ParsedAction,
     ParsedCall,
     assistant,
+    call_format,
     get_parser,
     parse_action,
     parser_names,
@@ -226,6 +228,45 @@ def test_register_parser_makes_a_custom_parser_selectable() -> None:
     register_parser("test-shout", shout)
     assert parse_action("hi", "test-shout").content == "HI"
     assert parse_action("hi", shout).content == "HI"
+
+
+# --- how to write a call, for prompts ------------------------------------------------------------
+
+
+def _filled(template: str) -> str:
+    """A call written as the sentence's template says, to ``move`` with ``direction=left``."""
+    template = template.replace("<tool name>", '"move"')
+    return template.replace("<its arguments as a JSON object>", '{"direction": "left"}')
+
+
+@pytest.mark.parametrize(
+    ("name", "template"),
+    [("hermes", r"<tool_call>.*</tool_call>"), ("json", r'\{"name": <tool name>.*?object>\}')],
+)
+def test_call_format_is_a_call_its_parser_reads(name: str, template: str) -> None:
+    sentence = call_format(name)
+    written = _filled(re.search(template, sentence).group())  # type: ignore[union-attr]
+    assert parse_action(written, name).calls == [
+        ParsedCall("call_0", "move", {"direction": "left"})
+    ]
+
+
+def test_call_format_of_pythonic_is_its_example() -> None:
+    example = re.search(r"\[.*\]", call_format("pythonic")).group()  # type: ignore[union-attr]
+    parsed = parse_action(example, "pythonic")
+    assert [(c.name, c.arguments) for c in parsed.calls] == [
+        ("tool_a", {"key": "value"}),
+        ("tool_b", {}),
+    ]
+
+
+def test_call_format_of_custom_and_unknown_parsers() -> None:
+    register_parser("test-quiet", lambda text, prefix: ParsedAction(text))
+    register_parser("test-said", lambda text, prefix: ParsedAction(text), "Write CALL name.")
+    assert call_format("test-quiet") == ""
+    assert call_format("test-said") == "Write CALL name."
+    with pytest.raises(UnknownParserError, match="Did you mean 'hermes'"):
+        call_format("hermez")
 
 
 # --- never raise on model output ---------------------------------------------------------------

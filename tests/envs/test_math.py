@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.core import run_sync
+from agentgym.core import call_format, run_sync
 from agentgym.envs.math import MathEnv, all_boxed, generate_tasks, grade, last_boxed
 from agentgym.error import ConfigError, EnvStateError
 
@@ -312,6 +312,19 @@ def test_python_tool_runs_in_the_sandbox_and_the_final_answer_is_graded() -> Non
             env.step("again")
     finally:
         env.close()
+
+
+def test_with_the_python_tool_the_prompt_says_how_to_write_a_call() -> None:
+    for parser in ("hermes", "pythonic"):
+        env = MathEnv(python_tool=True, size=5, tool_parser=parser)
+        try:
+            rules = env.reset(seed=0)[0][0]["content"]
+        finally:
+            env.close()
+        assert rules.endswith(call_format(parser))
+    plain = MathEnv(size=5)
+    assert "tool" not in plain.reset(seed=0)[0][0]["content"]
+    plain.close()
 
 
 def test_python_tool_episode_truncates_after_max_turns() -> None:

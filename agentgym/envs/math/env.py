@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, SandboxError
+from agentgym.core.parsing import call_format
 from agentgym.core.tools import Tool, clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.math.grading import Verdict, grade, require_math_verify
@@ -136,7 +137,9 @@ class MathEnv(AgentEnv):
 
     Version history:
         v0: first version. Before the first release, a box that hedges between values (by any
-        notation) became wrong; equal forms of the reference still score 1.
+        notation) became wrong; equal forms of the reference still score 1. With the python
+        tool the system message says how to write a tool call in text
+        (``agentgym.core.parsing.call_format``); wording only, no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -199,7 +202,9 @@ class MathEnv(AgentEnv):
         task = self._choose_task(options)
         self._episode = _Episode(task)
         await self._reset_sandbox()
-        rules = RULES + (TOOL_RULES if self.python_tool else "")
+        rules = RULES + (
+            f"{TOOL_RULES} {call_format(self.tool_parser)}" if self.python_tool else ""
+        )
         return (system(rules), user(task.question)), {
             "tools": self.tool_schemas(),
             "task_id": task.task_id,

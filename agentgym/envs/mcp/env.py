@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from agentgym.core.aio import run_sync
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, DeadlineExceeded, EnvStateError
+from agentgym.core.parsing import call_format
 from agentgym.core.tools import Tool, clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.mcp import pool
@@ -67,8 +68,9 @@ class MCPEnv(AgentEnv):
         ``options={"task_id": ...}`` pins one by id or index.
 
     Observation:
-        On reset, a system message (use the tools, answer in ``<answer></answer>``) and a user
-        message with the prompt. A tool step adds one tool message per call, in call order:
+        On reset, a system message (use the tools, how to write a tool call in the
+        ``tool_parser`` format, answer in ``<answer></answer>``) and a user message with the
+        prompt. A tool step adds one tool message per call, in call order:
         the result's text (structured content as JSON when it has no text; images, audio and
         resources as a short placeholder), ``Error: ...`` for error results, unknown tools,
         arguments that break the tool's schema, malformed calls and calls past their deadline.
@@ -116,7 +118,8 @@ class MCPEnv(AgentEnv):
         call_timeout: seconds per tool call. probe_timeout: seconds the health check after a
             call's timeout may take. connect_timeout: seconds to start and connect a server.
         max_result_chars: characters of a tool result shown to the model.
-        system_prompt: the system message (``None``: ``RULES``).
+        system_prompt: the system message (``None``: ``RULES`` and the ``tool_parser``'s
+            ``call_format``).
         server_logs: let stdio servers write to this process's stderr (default: discarded).
         tool_parser: parser for tool calls written as text. render_mode: ``"ansi"``/``"human"``.
 
@@ -127,7 +130,8 @@ class MCPEnv(AgentEnv):
     Reset info keys: ``tools``, ``task_id``, ``servers``.
 
     Version history:
-        v0: first version.
+        v0: first version. Before the first release, the default system message says how to
+        write a tool call in text (``agentgym.core.parsing.call_format``); wording only, no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -162,7 +166,9 @@ class MCPEnv(AgentEnv):
             raise ConfigError(
                 "system_prompt", system_prompt, "must be a string", "pass text or None"
             )
-        self.system_prompt = RULES if system_prompt is None else system_prompt
+        if system_prompt is None:
+            system_prompt = f"{RULES} {call_format(tool_parser)}".strip()
+        self.system_prompt = system_prompt
         self._session_options: dict[str, Any] = {
             "connect_timeout": seconds("connect_timeout", connect_timeout),
             "stderr": sys.stderr if server_logs else None,

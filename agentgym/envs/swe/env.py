@@ -17,7 +17,7 @@ from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.swe.backends import SWEBackend, make_backend
 from agentgym.envs.swe.grader import GradeResult, agent_diff, grade
 from agentgym.envs.swe.instances import SWEInstance, read_instances
-from agentgym.envs.swe.text import NO_TOOL_CALL, SANDBOX_FAILED, SYSTEM, verdict
+from agentgym.envs.swe.text import NO_TOOL_CALL, SANDBOX_FAILED, system_prompt, verdict
 from agentgym.envs.swe.tools import RepoTools
 from agentgym.envs.tasks import choose_task
 from agentgym.envs.validate import integer, seconds
@@ -54,9 +54,11 @@ class SWEEnv(AgentEnv):
 
     Observation:
         On reset, a short system message (the repository is every tool's working directory;
-        what is graded) and a user message holding the problem statement, verbatim. Each step
-        adds one tool message per tool call, or a user message when the turn had no tool call;
-        the last step adds a user message with the verdict.
+        what is graded; how to write a tool call in the ``tool_parser`` format) and a user
+        message holding the problem statement, verbatim. Each step adds one tool message per
+        tool call, or a user message when the turn had no tool call; the last step adds a user
+        message with the verdict (after ``submit``, whose answer is ``Submitted.``, what grading
+        found).
 
     Action:
         Text with tool calls in the ``tool_parser`` format (``hermes`` by default), or an
@@ -141,7 +143,9 @@ class SWEEnv(AgentEnv):
     Version history:
         v0: first version. Before the first release, a graded diff that tampers with the
         interpreter or the test runner became a 0 (``info["tampering"]``); gold patches of the
-        shipped tasks still score 1.
+        shipped tasks still score 1. The system message says how to write a tool call in text
+        (``agentgym.core.parsing.call_format``), and the verdict after ``submit`` no longer
+        repeats ``Submitted.``; wording only, no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -213,7 +217,7 @@ class SWEEnv(AgentEnv):
             "max_turns": self.max_turns,
             "infra_error": error is not None,
         }
-        return (system(SYSTEM), user(instance.problem_statement)), info
+        return (system(system_prompt(self.tool_parser)), user(instance.problem_statement)), info
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode

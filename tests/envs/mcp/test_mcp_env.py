@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401
+from agentgym.core.parsing import call_format
 from agentgym.error import EnvStateError
 
 TASKS = [{"id": "t", "prompt": "Add 2 and 3.", "answer": "5", "match": "number"}]
@@ -218,5 +219,27 @@ def test_max_turns_truncates(toy: dict) -> None:
         *_, truncated, info = env.step(calls(("echo", {"text": "b"})))
         assert truncated
         assert info["truncation_reason"] == "max_turns"
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize(
+    ("parser", "action"),
+    [
+        ("hermes", calls(("add", {"a": 2, "b": 3}))),
+        ("json", json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}})),
+    ],
+    ids=["hermes", "json"],
+)
+def test_the_system_message_says_how_to_write_a_tool_call(
+    toy: dict, parser: str, action: str
+) -> None:
+    """The prompt named no syntax for a call in text; now it is the selected parser's."""
+    env = make(toy, tool_parser=parser)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs[0]["role"] == "system"
+        assert obs[0]["content"].endswith(call_format(parser))
+        assert json.loads(first(env.step(action))) == {"sum": 5}  # written that way, it runs
     finally:
         env.close()

@@ -14,6 +14,7 @@ from swe_steps import call, step, submit
 
 import agentgym
 from agentgym.core import run_sync
+from agentgym.core.parsing import call_format
 from agentgym.envs.swe import SWEEnv, SWEInstance, as_action, gold_tool_calls, read_instances
 from agentgym.error import ConfigError, EnvStateError, SandboxError
 from agentgym.sandbox import Sandbox
@@ -152,6 +153,23 @@ def test_calls_after_submit_in_the_same_turn_do_not_run(env: SWEEnv) -> None:
     assert reward == 0.0
     assert "already submitted" in obs[1]["content"]
     assert "late.txt" not in info["agent_diff"]
+
+
+def test_the_system_message_says_how_to_write_a_tool_call(env: SWEEnv) -> None:
+    obs, _ = env.reset(seed=0)
+    assert obs[0]["role"] == "system"
+    assert obs[0]["content"].endswith(call_format("hermes"))
+    assert "<tool_call>" in obs[0]["content"]
+
+
+def test_submit_says_submitted_once(env: SWEEnv) -> None:
+    """The submit tool answered "Submitted." and the verdict began with it again."""
+    obs, _, terminated, _, _ = step(env, ("submit", {}))
+    assert terminated
+    assert [m["role"] for m in obs] == ["tool", "user"]
+    assert obs[0]["content"] == "Submitted."
+    assert sum(str(m["content"]).count("Submitted") for m in obs) == 1
+    assert obs[1]["content"] == "2 of the 3 tests that judge the fix pass: not resolved."
 
 
 def test_submit_with_the_gold_patch_resolves(env: SWEEnv) -> None:
