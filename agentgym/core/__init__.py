@@ -1,7 +1,9 @@
-"""Message and episode types, spaces, the ``AgentEnv`` base, tools and tool-call parsing, errors."""
+"""Message and episode types, spaces, the ``AgentEnv`` base and the multi-agent env contract
+(``MultiAgentEnv``), tools and tool-call parsing, errors."""
 
 from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv, StepResult
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.core.parsing import (
     MalformedCall,
     ParsedAction,
@@ -37,6 +39,7 @@ __all__ = [
     "MalformedCall",
     "Message",
     "Messages",
+    "MultiAgentEnv",
     "Observation",
     "ParsedAction",
     "ParsedCall",
