@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -50,12 +52,14 @@ from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TOOLS, TRUNCATION_REASON
+from agentgym.core.tools import clip
 from agentgym.envs.remote.protocol import STATUS_PATH, jsonable
 from agentgym.registry import env_info, resolve_id
 
 __all__ = [
     "AgentAction",
     "AgentObservation",
+    "EnvErrors",
     "ServeOptions",
     "ServedEnv",
     "build_app",
@@ -64,6 +68,10 @@ __all__ = [
 ]
 
 CLOSE_TIMEOUT = 60.0
+MAX_LOGGED_ERRORS = 20
+"""Distinct env errors a server logs with their traceback; later new ones are only counted."""
+
+log = logging.getLogger(__name__)
 
 
 class AgentAction(Action):
@@ -89,6 +97,36 @@ class AgentObservation(Observation):
 class ServedEnvError(Error):
     """The served env raised; the message starts with the exception's type name, which is what
     an OpenEnv client receives."""
+
+
+class EnvErrors:
+    """The served env's own exceptions, counted by type and message across the server's
+    sessions; the first of each is logged with its traceback and the request it answered (an
+    env that raises on every step logs once, not once per step)."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def report(self, request: str, error: BaseException) -> None:
+        key = f"{type(error).__name__}: {error}"
+        with self._lock:
+            count = self.counts[key] = self.counts.get(key, 0) + 1
+            distinct = len(self.counts)
+        if count > 1 or distinct > MAX_LOGGED_ERRORS + 1:
+            return
+        if distinct > MAX_LOGGED_ERRORS:
+            log.error("%s: more distinct errors; they are counted, not logged", self.env_id)
+            return
+        log.error(
+            "%s raised %s on %s (the client got an error answer; each distinct error is "
+            "logged once)",
+            self.env_id,
+            key,
+            request,
+            exc_info=error,
+        )
 
 
 @dataclass(frozen=True)
@@ -164,9 +202,10 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # each session gets its own env instance
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, errors: EnvErrors | None = None) -> None:
         super().__init__()
         self.options = options
+        self.errors = errors or EnvErrors(options.env_id)
         self.env = make_env(options)
         self.max_steps = gym.spec(options.env_id).max_episode_steps
         self._loop: asyncio.AbstractEventLoop | None = None  # where the env's resources live
@@ -195,6 +234,7 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         except InfraError as e:
             return self._failed(e, reset=True)
         except Exception as e:
+            self.errors.report(f"reset(seed={seed!r}, options={clip(repr(options), 200)})", e)
             raise ServedEnvError(f"{type(e).__name__}: {e}") from e
         self._task_id = info.get(TASK_ID)
         return _observation(observation, 0.0, False, False, info)
@@ -212,6 +252,8 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
         except InfraError as e:
             return self._failed(e, reset=False)
         except Exception as e:
+            turn = f"step {self._steps + 1} of episode {self._episode_id}"
+            self.errors.report(f"{turn}, action {clip(repr(action.message), 200)}", e)
             raise ServedEnvError(f"{type(e).__name__}: {e}") from e
         self._steps += 1
         if self.max_steps is not None and self._steps >= self.max_steps:
@@ -307,8 +349,9 @@ class _QuietDisconnect:
 def build_app(options: ServeOptions) -> tuple[FastAPI, HTTPEnvServer]:
     """The FastAPI app serving ``options.env_id``: OpenEnv's routes plus ``GET /status``."""
 
+    errors = EnvErrors(options.env_id)  # one count for all sessions: one log line per cause
     server = HTTPEnvServer(
-        functools.partial(ServedEnv, options),  # OpenEnv reads the class's concurrency flag
+        functools.partial(ServedEnv, options, errors),  # OpenEnv reads the class's flag
         AgentAction,
         AgentObservation,
         concurrency_config=ConcurrencyConfig(
@@ -326,6 +369,7 @@ def build_app(options: ServeOptions) -> tuple[FastAPI, HTTPEnvServer]:
             "active_sessions": server.active_sessions,
             "max_sessions": server.max_concurrent_envs,
             "idle_timeout": options.idle_timeout,
+            "env_errors": sum(errors.counts.values()),
             "agentgym_version": agentgym.__version__,
         }
 
