@@ -3,7 +3,7 @@
 ::
 
     agentgym list [--family F] [--tag T] [--json]
-    agentgym play <env-id> [--seed N] [--task-id ID] [--kw key=value ...]
+    agentgym play <env-id> [--seed N] [--task-id ID] [--role R] [--opponent NAME] [--kw k=v ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--engine hf|openai|sglang] [--model DIR|NAME] [-n N] [--json] ...
     agentgym serve-env <env-id> [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
@@ -23,17 +23,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import gymnasium as gym
 
 import agentgym
 from agentgym.core.info import TASK_ID, TOOLS
+from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.error import ConfigError
 from agentgym.extras import install_hint, missing_requirements
 from agentgym.registry import EnvInfo, env_info, list_envs, plugins
+from agentgym.registry.multiagent import MultiAgentInfo, list_multiagent_envs
+
+if TYPE_CHECKING:
+    from agentgym.multiagent.play import GamePlayer
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -48,7 +53,8 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     extra: str | None = None
-    """The optional dependencies it needs, ``pip install 'agentgymnasium[<extra>]'``; None: the core."""
+    """The optional dependencies it needs (``pip install 'agentgymnasium[<extra>]'``); None: the
+    core."""
 
 
 def _error(command: str, message: object) -> int:
@@ -83,6 +89,18 @@ def _env_row(info: EnvInfo) -> dict[str, Any]:
     }
 
 
+def _multiagent_row(info: MultiAgentInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "family": info.family,
+        "tags": list(info.tags),
+        "extras": list(info.extras),
+        "reward_range": None,  # per role, the env's docstring says
+        "description": info.description,
+        "roles": list(info.roles),
+    }
+
+
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
@@ -94,6 +112,8 @@ def _table(rows: list[list[str]]) -> str:
 
 def _run_list(args: argparse.Namespace) -> int:
     envs = [_env_row(info) for info in list_envs(family=args.family, tag=args.tag)]
+    multi = list_multiagent_envs(family=args.family, tag=args.tag)
+    envs = sorted([*envs, *map(_multiagent_row, multi)], key=lambda env: env["id"])
     if args.json:
         print(json.dumps(envs, indent=2))
         return 0
@@ -102,16 +122,26 @@ def _run_list(args: argparse.Namespace) -> int:
     else:
         rows = [["ID", "FAMILY", "TAGS", "EXTRAS", "REWARD", "DESCRIPTION"]]
         for env in envs:
-            low, high = env["reward_range"]
             tags, extras = ",".join(env["tags"]) or "-", ",".join(env["extras"]) or "-"
-            reward = f"[{low:g}, {high:g}]"
-            rows.append([env["id"], env["family"], tags, extras, reward, env["description"]])
+            rows.append([env["id"], env["family"], tags, extras, _reward(env), _about(env)])
         print(_table(rows))
     for status in plugins():
         if not status.ok:
             message = f"plugin {status.name!r} ({status.value}) failed to load: {status.error}"
             print(message, file=sys.stderr)
     return 0
+
+
+def _reward(env: Mapping[str, Any]) -> str:
+    if env["reward_range"] is None:
+        return "per role"
+    low, high = env["reward_range"]
+    return f"[{low:g}, {high:g}]"
+
+
+def _about(env: Mapping[str, Any]) -> str:
+    roles = env.get("roles")
+    return f"Roles {', '.join(roles)}. {env['description']}" if roles else env["description"]
 
 
 # --- agentgym play ----------------------------------------------------------------------------
@@ -126,6 +156,19 @@ def _add_play_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="play this task in every episode: an id as play shows it (e.g. HumanEval/0), or "
         "an integer (FrozenLake's map number, else an index into the env's tasks)",
+    )
+    parser.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        help="multi-agent envs: a role you play (repeatable; default the first role); the others "
+        "are played by the env's scripted players, or by you where a role has none",
+    )
+    parser.add_argument(
+        "--opponent",
+        metavar="NAME",
+        help="multi-agent envs: the scripted player of the roles you do not play (e.g. TicTacToe's "
+        "heuristic; default each role's own)",
     )
     parser.add_argument(
         "--kw",
@@ -176,8 +219,8 @@ def _run_play(args: argparse.Namespace) -> int:
         return _error("play", e)
     options = None if args.task_id is None else {TASK_ID: args.task_id}
     try:
-        return Player(env, stdin=sys.stdin, stdout=sys.stdout).run(seed=args.seed, options=options)
-    except ConfigError as e:  # e.g. a --task-id the env rejects on reset
+        return _player(env, args).run(seed=args.seed, options=options)
+    except ConfigError as e:  # e.g. a --task-id the env rejects on reset, an unknown --role
         return _error("play", e)
     except KeyboardInterrupt:
         print(file=sys.stdout)
@@ -186,18 +229,77 @@ def _run_play(args: argparse.Namespace) -> int:
         env.close()
 
 
+def _player(env: Any, args: argparse.Namespace) -> Player | GamePlayer:
+    """The terminal player of ``env``: ``Player``, or ``GamePlayer`` for a multi-agent env."""
+    if isinstance(env, MultiAgentEnv):
+        from agentgym.multiagent.play import GamePlayer, seat
+
+        seats = seat(env, args.role, args.opponent)
+        return GamePlayer(env, Terminal(stdin=sys.stdin, stdout=sys.stdout), seats)
+    if args.role or args.opponent:
+        raise ConfigError(
+            "--role" if args.role else "--opponent",
+            args.role[0] if args.role else args.opponent,
+            f"applies to multi-agent envs only, and {args.env_id} has one player",
+            "leave out --role and --opponent",
+        )
+    return Player(env, stdin=sys.stdin, stdout=sys.stdout)
+
+
 HELP_LINE = "Type an action: a line, or a ``` fenced block over several lines. :r resets, :q quits."
 
 
-class Player:
-    """A person plays an env in a terminal: messages out, actions in, until ``:q`` or EOF."""
+class Terminal:
+    """Messages out, actions in: what a person reads and types in ``agentgym play``."""
 
-    def __init__(self, env: gym.Env[Any, Any], *, stdin: TextIO, stdout: TextIO) -> None:
-        self.env, self.stdin, self.stdout = env, stdin, stdout
-        self.episode_return = 0.0
+    def __init__(self, *, stdin: TextIO, stdout: TextIO) -> None:
+        self.stdin, self.stdout = stdin, stdout
 
     def say(self, text: str = "") -> None:
         print(text, file=self.stdout, flush=True)
+
+    def show(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        for message in messages:
+            label = message["role"]
+            if message.get("name"):
+                label += f" {message['name']}"
+            self.say(f"[{label}]")
+            self.say(str(message.get("content") or ""))
+
+    def read_line(self) -> str | None:
+        line = self.stdin.readline()
+        return None if line == "" else line.rstrip("\n")
+
+    def read_action(self) -> str | None:
+        """One action: a non-empty line, or the lines of a fenced block; ``None`` at EOF."""
+        while True:
+            print("> ", end="", file=self.stdout, flush=True)
+            line = self.read_line()
+            if line is None:
+                self.say()
+                return None
+            if line.strip():
+                break
+        stripped = line.strip()
+        if not stripped.startswith("```") or (len(stripped) > 3 and stripped.endswith("```")):
+            return line
+        lines = [line]
+        while True:
+            more = self.read_line()
+            if more is None:
+                return None
+            lines.append(more)
+            if more.strip().endswith("```"):
+                return "\n".join(lines)
+
+
+class Player(Terminal):
+    """A person plays an env in a terminal: messages out, actions in, until ``:q`` or EOF."""
+
+    def __init__(self, env: gym.Env[Any, Any], *, stdin: TextIO, stdout: TextIO) -> None:
+        super().__init__(stdin=stdin, stdout=stdout)
+        self.env = env
+        self.episode_return = 0.0
 
     def run(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> int:
         self.reset(seed=seed, options=options)
@@ -237,40 +339,6 @@ class Player:
         self.show(observation)
         self.say(f"reward={float(reward):g} terminated={terminated} truncated={truncated}")
         return bool(terminated or truncated)
-
-    def show(self, messages: Sequence[dict[str, Any]]) -> None:
-        for message in messages:
-            label = message["role"]
-            if message.get("name"):
-                label += f" {message['name']}"
-            self.say(f"[{label}]")
-            self.say(str(message.get("content") or ""))
-
-    def read_line(self) -> str | None:
-        line = self.stdin.readline()
-        return None if line == "" else line.rstrip("\n")
-
-    def read_action(self) -> str | None:
-        """One action: a non-empty line, or the lines of a fenced block; ``None`` at EOF."""
-        while True:
-            print("> ", end="", file=self.stdout, flush=True)
-            line = self.read_line()
-            if line is None:
-                self.say()
-                return None
-            if line.strip():
-                break
-        stripped = line.strip()
-        if not stripped.startswith("```") or (len(stripped) > 3 and stripped.endswith("```")):
-            return line
-        lines = [line]
-        while True:
-            more = self.read_line()
-            if more is None:
-                return None
-            lines.append(more)
-            if more.strip().endswith("```"):
-                return "\n".join(lines)
 
 
 def describe_tool(schema: dict[str, Any]) -> str:

@@ -68,6 +68,22 @@ def test_list_json_and_filters(monkeypatch, capsys):
     assert json.loads(out) == []
 
 
+def test_list_shows_the_multi_agent_envs_with_their_roles(monkeypatch, capsys):
+    """``agentgym list`` omitted TicTacToe-v0 and MathSolverJudge-v0."""
+    code, out, _ = run(monkeypatch, capsys, ["list"])
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("agentgym/TicTacToe-v0"))
+    for field in ("TicTacToe", "multi-agent", "per role", "Roles x, o. Tic-tac-toe"):
+        assert field in line
+    _, out, _ = run(monkeypatch, capsys, ["list", "--json", "--tag", "multi-agent"])
+    envs = {env["id"]: env for env in json.loads(out)}
+    assert set(envs) == {"agentgym/TicTacToe-v0", "agentgym/MathSolverJudge-v0"}
+    assert envs["agentgym/MathSolverJudge-v0"]["roles"] == ["solver", "judge"]
+    assert envs["agentgym/MathSolverJudge-v0"]["extras"] == ["math"]
+    _, out, _ = run(monkeypatch, capsys, ["list", "--json", "--family", "TicTacToe"])
+    assert [env["id"] for env in json.loads(out)] == ["agentgym/TicTacToe-v0"]
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -162,6 +178,41 @@ def test_play_unknown_string_task_id_exits_2(monkeypatch, capsys):
     code, _, err = run(monkeypatch, capsys, ["play", ENV_ID, "--task-id", "map-3"])
     assert code == 2
     assert "task_id" in err
+    assert "Traceback" not in err
+
+
+def test_play_tictactoe_against_the_envs_scripted_player(monkeypatch, capsys):
+    """``agentgym play agentgym/TicTacToe-v0`` crashed with a TypeError."""
+    stdin = "\n".join([*"123456789", ":q"]) + "\n"
+    args = ["play", "agentgym/TicTacToe-v0", "--seed", "0"]
+    code, out, err = run(monkeypatch, capsys, args, stdin)
+    assert code == 0, err
+    assert "=== New game: you play x; o is random" in out
+    assert "You play X." in out
+    assert "You play O." not in out  # o's messages are its own
+    assert "O played" in out
+    assert "Game over. Returns: x " in out
+
+
+def test_play_both_roles_of_tictactoe_in_turn(monkeypatch, capsys):
+    args = ["play", "agentgym/TicTacToe-v0", "--role", "x", "--role", "o"]
+    code, out, err = run(monkeypatch, capsys, args, "5\n1\n4\n2\n6\n:q\n")
+    assert code == 0, err
+    assert "Game over. Returns: x 1, o -1" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["agentgym/TicTacToe-v0", "--role", "z"], "--role='z': is not a role of"),
+        (["agentgym/TicTacToe-v0", "--opponent", "nobody"], "'heuristic', 'random'"),
+        ([ENV_ID, "--role", "x"], "applies to multi-agent envs only"),
+    ],
+)
+def test_play_refuses_a_role_it_cannot_seat(monkeypatch, capsys, args, message):
+    code, _, err = run(monkeypatch, capsys, ["play", *args])
+    assert code == 2
+    assert message in err
     assert "Traceback" not in err
 
 

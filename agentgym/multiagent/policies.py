@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentgym.core.multiagent import MultiAgentEnv
     from agentgym.inference.base import InferenceEngine
 
-__all__ = ["EnginePolicy", "Policy", "ScriptedPolicy", "resolve_policies"]
+__all__ = ["EnginePolicy", "Policy", "ScriptedPolicy", "resolve_policies", "resolve_policy"]
 
 Player = Callable[[Observation, Mapping[str, Any], np.random.Generator], str]
 """A scripted player: ``(observation, info, rng) -> action text``."""
@@ -86,11 +86,13 @@ def resolve_policies(
                 f"is missing and {_name(env)} has no default policy for it",
                 "give the role an EnginePolicy or a scripted policy name",
             )
-        resolved[role] = _one(env, role, given)
+        resolved[role] = resolve_policy(env, role, given)
     return resolved
 
 
-def _one(env: Any, role: str, given: Policy | str | Player) -> Policy:
+def resolve_policy(env: Any, role: str, given: Policy | str | Player) -> Policy:
+    """The policy of ``role`` of ``env`` (a class or an env) that ``given`` names: itself, a
+    scripted policy of the env by name, or a callable as a scripted player."""
     if isinstance(given, EnginePolicy | ScriptedPolicy):
         return given
     if isinstance(given, str):

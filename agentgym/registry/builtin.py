@@ -118,6 +118,7 @@ def register_builtin_multiagent_envs() -> None:
         "agentgym.envs.math.judge:MathSolverJudgeEnv",
         roles=("solver", "judge"),
         tags=("math", "workflow", "multi-agent"),
+        extras=("math",),
         description="A solver answers a Math-v0 problem; a judge's verdict is graded by the "
         "verifier.",
     )

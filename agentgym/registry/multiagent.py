@@ -23,17 +23,31 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.registry import MAKERS, resolve_id
 
-__all__ = ["MultiAgentInfo", "is_multiagent", "list_multiagent_envs", "make", "register"]
+__all__ = [
+    "MULTI_AGENT",
+    "MultiAgentInfo",
+    "is_multiagent",
+    "list_multiagent_envs",
+    "make",
+    "register",
+]
+
+MULTI_AGENT = "multi-agent"
+"""The tag every multi-agent env carries (``agentgym list --tag multi-agent``)."""
 
 
 @dataclass(frozen=True)
 class MultiAgentInfo:
+    """What agentgym knows about a registered multi-agent env (``agentgym list`` shows it)."""
+
     id: str
     entry_point: Any
     roles: tuple[str, ...]
     description: str = ""
     tags: tuple[str, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
+    extras: tuple[str, ...] = ()
 
 
 _MULTI: dict[str, MultiAgentInfo] = {}
@@ -47,6 +61,8 @@ def register(
     description: str = "",
     tags: Iterable[str] = (),
     kwargs: dict[str, Any] | None = None,
+    family: str | None = None,
+    extras: Iterable[str] = (),
 ) -> MultiAgentInfo:
     """Register a ``MultiAgentEnv`` under ``id`` (``namespace/Name-vN``).
 
@@ -54,7 +70,10 @@ def register(
         entry_point: ``"module:Class"`` (imported only when made) or the class.
         roles: the env's ``possible_agents`` (listed without importing it).
         description: one line.
+        tags: labels for ``agentgym list``; ``"multi-agent"`` is always added.
         kwargs: default constructor arguments.
+        family: the env family (defaults to the name before the first ``-``).
+        extras: pip extras the env needs (``pip install 'agentgymnasium[<extra>]'``).
     """
     gym.register(
         id=id,
@@ -64,7 +83,14 @@ def register(
         kwargs=dict(kwargs or {}),
     )
     info = MultiAgentInfo(
-        id, entry_point, tuple(roles), description, tuple(tags), dict(kwargs or {})
+        id,
+        entry_point,
+        tuple(roles),
+        description,
+        tuple(dict.fromkeys([*tags, MULTI_AGENT])),
+        dict(kwargs or {}),
+        family or id.rpartition("/")[2].split("-")[0],
+        tuple(extras),
     )
     _MULTI[id] = info
     MAKERS[id] = make  # agentgym.make(id) makes it
@@ -76,8 +102,15 @@ def is_multiagent(env_id: object) -> bool:
     return isinstance(env_id, str) and env_id in _MULTI
 
 
-def list_multiagent_envs() -> list[MultiAgentInfo]:
-    return [info for _, info in sorted(_MULTI.items())]
+def list_multiagent_envs(
+    *, family: str | None = None, tag: str | None = None
+) -> list[MultiAgentInfo]:
+    """Every registered multi-agent env, by id (filtered as ``agentgym.list_envs``)."""
+    return [
+        info
+        for _, info in sorted(_MULTI.items())
+        if (family is None or info.family == family) and (tag is None or tag in info.tags)
+    ]
 
 
 def multiagent_info(env_id: str) -> MultiAgentInfo:
