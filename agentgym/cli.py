@@ -63,10 +63,12 @@ def _error(command: str, message: object) -> int:
 
 
 def _env_extras(env_id: object) -> list[str]:
-    """The extras a registered env declares; [] for anything else."""
-    if not isinstance(env_id, str) or env_id not in _ids():
+    """The extras a registered env (single- or multi-agent) declares; [] for anything else."""
+    if not isinstance(env_id, str):
         return []
-    return list(env_info(env_id).extras)
+    if env_id in _ids():
+        return list(env_info(env_id).extras)
+    return next((list(info.extras) for info in list_multiagent_envs() if info.id == env_id), [])
 
 
 # --- agentgym list ----------------------------------------------------------------------------

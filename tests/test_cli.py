@@ -9,11 +9,15 @@ import sys
 from collections import deque
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from agentgym import extras
 from agentgym.cli import main, parse_kwargs
 from agentgym.envs.frozenlake import generate_map
+from agentgym.registry import MAKERS
+from agentgym.registry.multiagent import _MULTI
+from agentgym.registry.multiagent import register as register_multiagent
 
 ENV_ID = "agentgym/FrozenLake-v0"
 STEPS = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
@@ -199,6 +203,18 @@ def test_play_both_roles_of_tictactoe_in_turn(monkeypatch, capsys):
     code, out, err = run(monkeypatch, capsys, args, "5\n1\n4\n2\n6\n:q\n")
     assert code == 0, err
     assert "Game over. Returns: x 1, o -1" in out
+
+
+def test_play_names_the_extra_a_multi_agent_env_needs(monkeypatch, capsys):
+    register_multiagent("myorg/Missing-v0", "no_such_module:Env", roles=("a",), extras=("math",))
+    try:
+        code, _, err = run(monkeypatch, capsys, ["play", "myorg/Missing-v0"])
+    finally:
+        for registry in (gym.registry, MAKERS, _MULTI):
+            registry.pop("myorg/Missing-v0", None)
+    assert code == 2
+    assert "pip install 'agentgymnasium[math]'" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(
