@@ -34,7 +34,7 @@ import gymnasium as gym
 from openenv.core import GenericEnvClient
 
 import agentgym
-from agentgym.envs.remote import RemoteEnv, start_server
+from agentgym.vector.remote import RemoteEnv, start_server
 
 ENV_ID = "agentgym/FrozenLake-v0"
 MOVES = ("```left```", "```down```", "```right```", "```up```")

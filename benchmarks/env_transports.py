@@ -104,7 +104,7 @@ def env_server(env_id: str, num_envs: int, kwargs: dict[str, Any]) -> Iterator[s
     too); yields its URL."""
     import subprocess
 
-    from agentgym.envs.remote.launch import LocalServer, _wait_ready
+    from agentgym.vector.launch import LocalServer, _wait_ready
 
     here = str(Path(__file__).resolve().parent)
     argv = ["serve-env", env_id, "--port", "0", "--num-envs", str(num_envs)]

@@ -217,7 +217,7 @@ def openenv(scratch: Path) -> None:
     assert "--num-envs" in cli("serve-env", "--help")
     python(
         "import asyncio, sys, gymnasium as gym, agentgym\n"
-        "from agentgym.envs.remote import start_server\n"
+        "from agentgym.vector.remote import start_server\n"
         "server = start_server('agentgym/FrozenLake-v0', num_envs=2)\n"
         "try:\n"
         "    env = gym.make('agentgym/Remote-v0', url=server.url)\n"

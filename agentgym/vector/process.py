@@ -2,96 +2,26 @@
 
 For envs that ask for it (``worker = "process"`` on the class) or when the vector env is told to
 (``workers="process"``): synchronous Python that holds the GIL for long, or code that can hang
-where a thread cannot be stopped. The child is forked from a ``forkserver`` (a clean,
-single-threaded process), makes ``gym.make(spec, **kwargs).unwrapped`` from the id's spec (its
-entry point must be importable there) and answers ``reset``,
-``step`` and ``close`` over a pipe; the parent awaits each answer on its event loop without a
-thread.
+where a thread cannot be stopped. A ``ProxyEnv`` over a ``PipeTransport``
+(``agentgym.vector.transports.pipe``).
 
-Isolation: a call cancelled by its deadline, a child that dies or a broken pipe kills the child
-and raises ``InfraError`` for that call (the vector env turns it into that env's
-``infra_error``); the next reset starts a fresh child. The child exits when its parent does (the
-pipe closes; on Linux also ``PR_SET_PDEATHSIG``), and ``close`` kills it if it does not end in
-time. Exceptions of the env cross the pipe as their type name and message.
+Isolation: a call cancelled by its deadline, a child that dies or a broken pipe kills the child;
+a failed step ends that episode with ``info["infra_error"]`` and the next reset starts a fresh
+child. The child exits when its parent does, and ``close`` kills it if it does not end in time.
+An exception of the env raises ``RemoteEnvError`` with its type name and message.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import multiprocessing
-import os
-import signal
-import weakref
-from multiprocessing.connection import Connection
 from typing import Any
 
-import gymnasium as gym
-
-from agentgym.core.aio import deadline
-from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import EnvStateError, InfraError
-from agentgym.core.types import Action, Observation
+from agentgym.vector.proxy import ProxyEnv
+from agentgym.vector.transports.pipe import PipeTransport
 
 __all__ = ["ProcessEnv"]
 
-START_TIMEOUT = 120.0
-CLOSE_TIMEOUT = 10.0
 
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):  # Linux only; elsewhere the pipe's EOF suffices
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _serve(conn: Connection, spec: Any, kwargs: dict[str, Any]) -> None:
-    """The child: make the env, then answer ``(method, args, kwargs)`` requests until EOF."""
-    _die_with_parent()
-    import gymnasium as gym
-
-    import agentgym  # noqa: F401  (registers the ids and plugins)
-
-    try:
-        env = gym.make(spec, disable_env_checker=True, **kwargs).unwrapped
-        conn.send(("ok", _describe(env)))
-    except BaseException as error:  # reported to the parent, which raises it there
-        conn.send(("error", f"{type(error).__name__}: {error}"))
-        return
-    while True:
-        try:
-            method, args, call_kwargs = conn.recv()
-        except (EOFError, OSError):
-            break
-        try:
-            result = getattr(env, method)(*args, **call_kwargs)
-            conn.send(("ok", result))
-        except BaseException as error:  # the env's failure is the caller's data
-            conn.send(("error", f"{type(error).__name__}: {error}"))
-        if method == "close":
-            break
-
-
-def _describe(env: AgentEnv) -> dict[str, Any]:
-    return {
-        "observation_space": env.observation_space,
-        "action_space": env.action_space,
-        "metadata": env.metadata,
-        "render_mode": env.render_mode,
-        "tools": env.tools,
-        "tool_parser": env.tool_parser,
-    }
-
-
-def _kill(process: Any) -> None:
-    if process is not None and process.is_alive():
-        with contextlib.suppress(OSError):
-            os.kill(process.pid, signal.SIGKILL)
-        process.join(timeout=CLOSE_TIMEOUT)
-
-
-class ProcessEnv(AgentEnv):
+class ProcessEnv(ProxyEnv):
     """A proxy ``AgentEnv`` whose env lives in a child process (see the module docstring).
 
     Args:
@@ -100,94 +30,15 @@ class ProcessEnv(AgentEnv):
         start_timeout: seconds the child may take to make the env.
     """
 
+    transport: PipeTransport
+
     def __init__(
         self, env_id: str, kwargs: dict[str, Any] | None = None, *, start_timeout: float = 60.0
     ) -> None:
-        self.env_id, self.env_kwargs, self.start_timeout = env_id, dict(kwargs or {}), start_timeout
-        self._process: Any = None
-        self._conn: Connection | None = None
-        description = self._start()
-        super().__init__(
-            tools=description["tools"],
-            tool_parser=description["tool_parser"],
-            render_mode=description["render_mode"],
-        )
-        self.observation_space = description["observation_space"]
-        self.action_space = description["action_space"]
-        self.metadata = description["metadata"]
+        self.env_id, self.env_kwargs = env_id, dict(kwargs or {})
+        super().__init__(PipeTransport(env_id, kwargs, start_timeout=start_timeout))
 
     @property
     def pid(self) -> int | None:
         """The child's process id (``None`` when none runs)."""
-        alive = self._process is not None and self._process.is_alive()
-        return self._process.pid if alive else None
-
-    def _start(self) -> dict[str, Any]:
-        context = multiprocessing.get_context("forkserver")
-        parent, child = context.Pipe()
-        spec = gym.spec(self.env_id)
-        process = context.Process(target=_serve, args=(child, spec, self.env_kwargs), daemon=True)
-        process.start()
-        child.close()
-        self._process, self._conn = process, parent
-        self._finalizer = weakref.finalize(self, _kill, process)
-        if not parent.poll(self.start_timeout):
-            self._stop()
-            raise InfraError(
-                f"{self.env_id} worker process did not start in {self.start_timeout} s"
-            )
-        status, value = parent.recv()
-        if status != "ok":
-            self._stop()
-            raise InfraError(f"{self.env_id} could not be made in its worker process: {value}")
-        return value  # type: ignore[no-any-return]
-
-    def _stop(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        _kill(self._process)
-        self._process = self._conn = None
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self._conn is None:
-            raise InfraError(f"{self.env_id} worker process is gone (it died or timed out)")
-        conn, loop = self._conn, asyncio.get_running_loop()
-        fd = conn.fileno()  # removed from the loop before the pipe closes, never after
-        ready: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        try:
-            try:
-                conn.send((method, args, kwargs))
-                await ready
-                status, value = conn.recv()
-            finally:
-                loop.remove_reader(fd)
-        except BaseException as error:  # cancelled (deadline), died, pipe broken: start afresh
-            self._stop()
-            if isinstance(error, EOFError | OSError):
-                raise InfraError(f"{self.env_id} worker process died during {method}") from error
-            raise
-        if status != "ok":
-            raise InfraError(f"{self.env_id} {method} failed in its worker process: {value}")
-        return value
-
-    async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        if self.closed:
-            raise EnvStateError(f"ProcessEnv({self.env_id!r}) was closed; make a new env")
-        if self._conn is None:
-            await asyncio.to_thread(self._start)
-        super().reset(seed=seed)
-        return await self._call("reset", seed=seed, options=options)  # type: ignore[no-any-return]
-
-    async def astep(self, action: Action) -> StepResult:
-        return await self._call("step", action)  # type: ignore[no-any-return]
-
-    async def aclose(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                async with deadline(CLOSE_TIMEOUT, f"{self.env_id} close"):
-                    await self._call("close")
-        self._stop()
-        await super().aclose()
+        return self.transport.pid

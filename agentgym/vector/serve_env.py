@@ -7,7 +7,7 @@ message shapes, per-connection sessions, capacity refusal and idle reaping are O
 so an ``openenv-core`` client (``GenericEnvClient``, TRL's OpenEnv integration) works unchanged
 and follows the protocol as OpenEnv changes it. What agentgym adds is ``ServedEnv``, the OpenEnv
 ``Environment`` around one agentgym env (its action and observation models are the wire format
-of ``agentgym.envs.remote.protocol``), and a ``GET /status`` route with the session count.
+of ``agentgym.vector.protocol``), and a ``GET /status`` route with the session count.
 
 Sessions: one per WebSocket connection (``ws://host:port/ws``), each with an env of its own made
 by ``gym.make(env_id, **env_kwargs)`` in the session's thread, at most ``--num-envs`` at once
@@ -53,8 +53,8 @@ from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TOOLS, TRUNCATION_REASON
 from agentgym.core.tools import clip
-from agentgym.envs.remote.protocol import STATUS_PATH, jsonable
 from agentgym.registry import env_info, resolve_id
+from agentgym.vector.protocol import STATUS_PATH, jsonable
 
 __all__ = [
     "AgentAction",

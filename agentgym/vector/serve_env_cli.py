@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from agentgym.core.errors import ConfigError, Error
-from agentgym.envs.remote.protocol import READY_PREFIX, STATUS_PATH
+from agentgym.vector.protocol import READY_PREFIX, STATUS_PATH
 from agentgym.vector.serve_env import ServeOptions, build_app, close_sessions, make_env
 
 __all__ = ["add_serve_env_arguments", "parse_env_kwargs", "run_serve_env", "serve"]

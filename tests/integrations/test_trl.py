@@ -279,7 +279,7 @@ def test_grpo_trainer_plays_an_env_served_by_serve_env(
 ) -> None:
     """agentgym/Remote-v0 through the integration: the env runs in `agentgym serve-env`."""
     try:
-        from agentgym.envs.remote import start_server
+        from agentgym.vector.remote import start_server
     except ImportError as e:
         if missing_requirements("dev"):
             pytest.skip(f"Remote-v0 needs the openenv extra: {e}")

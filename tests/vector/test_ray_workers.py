@@ -288,6 +288,19 @@ def test_ragged_and_groups_through_ray(cluster: Any) -> None:
         venv.close()
 
 
+def test_the_ray_transport_keeps_the_contract(cluster: Any) -> None:
+    from agentgym.vector.transports.ray import RayPool, RayTransport
+
+    from .transports.contract import check_transport
+
+    pool = RayPool(MARK_ID, {}, 1)
+    transport = RayTransport(pool, 0)
+    # MarkEnv does not refuse a step before reset: no env error to check.
+    asyncio.run(check_transport(transport, "go", env_raises=False))
+    assert pool.actors == [None]  # closing the pool's only env killed its actor
+    assert _wait(lambda: not _alive_actors(), 30), _alive_actors()
+
+
 def test_unknown_workers_and_ray_options_without_ray_are_refused() -> None:
     with pytest.raises(ConfigError, match="workers='ray'"):
         AgentVectorEnv.from_id("agentgym/FrozenLake-v0", 2, envs_per_actor=2)
@@ -306,7 +319,7 @@ def test_importing_agentgym_and_vector_envs_does_not_import_ray() -> None:
 
 
 def test_resources_and_envs_per_actor_come_from_the_registration() -> None:
-    from agentgym.vector.ray_workers import LIGHT_ENVS_PER_ACTOR, env_resources
+    from agentgym.vector.transports.ray import LIGHT_ENVS_PER_ACTOR, env_resources
 
     assert env_resources("agentgym/SWE-v0") == ({"num_cpus": 1}, 1)
     assert env_resources("agentgym/Code-v0") == ({"num_cpus": 1}, 1)

@@ -31,7 +31,7 @@ import agentgym
 from agentgym.cli import main
 from agentgym.core.env import AgentEnv
 from agentgym.core.types import user
-from agentgym.envs.remote import LocalServer, RemoteEnv, start_server
+from agentgym.vector.remote import LocalServer, RemoteEnv, start_server
 
 pytestmark = pytest.mark.slow  # the server's start: 5 s on an idle machine, 15 s on a busy one
 

@@ -6,7 +6,8 @@ session with an env instance of its own. The client sends ``{"type": "reset", "d
 answers ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}``,
 ``{"type": "state", "data": {...}}`` or ``{"type": "error", "data": {"message", "code"}}``.
 
-What agentgym puts in those envelopes (``agentgym.vector.serve_env`` sends, ``RemoteEnv`` reads):
+What agentgym puts in those envelopes (``agentgym.vector.serve_env`` sends,
+``agentgym.vector.transports.openenv`` reads):
 
 - action (the step's ``data``): ``{"message": <the model's text or an assistant message dict>}``,
   the field name OpenEnv's text envs (echo, TextArena) use;

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import InfraError
-from agentgym.envs.remote.protocol import READY_PREFIX, STATUS_PATH, http_url
+from agentgym.vector.protocol import READY_PREFIX, STATUS_PATH, http_url
 
 __all__ = ["LocalServer", "server_status", "start_server"]
 

@@ -1,4 +1,4 @@
-"""The Ray side of ``workers="ray"``: ``EnvActor`` (envs by slot in one async actor) and
+"""The Ray side of ``RayTransport``: ``EnvActor`` (envs by slot in one async actor) and
 ``Dispatcher`` (the driver's batching of calls to it).
 
 A Ray call costs the driver about a millisecond of CPU on a busy machine; a lockstep step of 256
@@ -21,16 +21,16 @@ import gymnasium as gym
 
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv
-from agentgym.core.errors import EnvStateError, InfraError
+from agentgym.core.errors import InfraError
+from agentgym.vector.proxy import CLOSE_TIMEOUT, Description, describe, failure_of
 
-__all__ = ["CLOSE_TIMEOUT", "Dispatcher", "EnvActor"]
-
-CLOSE_TIMEOUT = 10.0
+__all__ = ["Dispatcher", "EnvActor"]
 # A message per result costs the driver ~0.3 ms of CPU; results finishing within this many
 # seconds of each other share one (a latency of at most this much for the first of them).
 COALESCE_S = 0.002
 Request = tuple[int, int, str, tuple[Any, ...], dict[str, Any]]  # id, slot, method, args, kwargs
-Outcome = tuple[int, str, Any]  # id, "ok" or "error", the result or the error's text
+# id, "ok" or the failure's kind (``failure_of``), the result or the error's "Type: message"
+Outcome = tuple[int, str, Any]
 
 
 class EnvActor:
@@ -43,7 +43,7 @@ class EnvActor:
         self.envs: dict[int, AgentEnv] = {}
         self.running: dict[int, asyncio.Task[Any]] = {}
 
-    async def make(self, slot: int) -> dict[str, Any]:
+    async def make(self, slot: int) -> Description:
         """Make (or remake) the env of ``slot``; returns what the proxy needs to mirror it."""
         await self.drop(slot)
 
@@ -52,19 +52,12 @@ class EnvActor:
 
         env: AgentEnv = await asyncio.to_thread(make)
         self.envs[slot] = env
-        return {
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "metadata": env.metadata,
-            "render_mode": env.render_mode,
-            "tools": env.tools,
-            "tool_parser": env.tool_parser,
-        }
+        return describe(env)
 
     async def _call(self, slot: int, method: str, args: Any, kwargs: Any) -> Any:
         env = self.envs.get(slot)
         if env is None:
-            raise EnvStateError(f"slot {slot} has no env in this actor (it was dropped)")
+            raise InfraError(f"slot {slot} has no env in this actor (it was dropped)")
         return await getattr(env, method)(*args, **kwargs)
 
     async def run(self, requests: list[Request]) -> AsyncIterator[list[Outcome]]:
@@ -85,10 +78,10 @@ class EnvActor:
     def _outcome(self, request_id: int, task: asyncio.Task[Any]) -> Outcome:
         self.running.pop(request_id, None)
         if task.cancelled():
-            return request_id, "error", "CancelledError: cancelled by the caller's deadline"
+            return request_id, "infra", "CancelledError: cancelled by the caller's deadline"
         error = task.exception()
         if error is not None:
-            return request_id, "error", f"{type(error).__name__}: {error}"
+            return request_id, failure_of(error), f"{type(error).__name__}: {error}"
         return request_id, "ok", task.result()
 
     def cancel(self, request_id: int) -> None:
