@@ -3,10 +3,15 @@
 Subclasses implement either style, and the base gives them the other (see
 :mod:`agentgym.core.styles`): the async pair ``areset``/``astep`` (the base adds the synchronous
 ``reset``/``step`` Gymnasium expects) or the Gymnasium pair ``reset``/``step`` (the base adds
-``areset``/``astep``, which run them on the env's worker thread). The base also gives idempotent
-``close`` and the tool plumbing every tool-using env needs: parse an action with the env's parser,
-run the declared tools concurrently with a deadline, and answer every call (good or malformed)
-with a tool message.
+``areset``/``astep``, which run them on the env's worker thread).
+
+The base refuses, in both styles, a step before the first reset, after a reset that raised,
+after the episode ended (a step returned ``terminated`` or ``truncated``, raised, or was
+cancelled) until the next ``reset``, and after ``close``: ``EnvStateError``; subclasses do not
+check this themselves.
+It also gives idempotent ``close`` and the tool plumbing every tool-using env needs: parse an
+action with the env's parser, run the declared tools concurrently with a deadline, and answer
+every call (good or malformed) with a tool message.
 
 Async style::
 
@@ -58,6 +63,16 @@ log = logging.getLogger(__name__)
 
 StepResult = tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]
 
+Phase = Literal["new", "running", "ended", "interrupted", "reset failed"]
+"""Where an env is between its episodes; a step needs ``"running"``."""
+
+_REFUSED_WHEN: dict[Phase, str] = {
+    "new": "before reset()",
+    "ended": "after the episode ended",
+    "interrupted": "after the episode ended (its last step was cancelled or failed midway)",
+    "reset failed": "after a reset() that raised",
+}
+
 
 class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
     """A Gymnasium env whose observations are chat messages and whose actions are model turns.
@@ -75,6 +90,7 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
     """Where a vector env runs this env: ``"thread"`` (in its process; synchronous methods on a
     worker thread of the env's own) or ``"process"`` (a child process each, for CPU-bound Python
     or code that may hang: ``agentgym.vector.process.ProcessEnv``)."""
+    _phase: Phase = "new"  # a class default: some subclasses reset before calling __init__
 
     def __init__(
         self,
@@ -111,7 +127,7 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        install_adapters(cls)
+        install_adapters(cls, guard=True)
 
     def _check_style(self) -> None:
         if style_of(type(self), AgentEnv)["step"] is None:
@@ -153,6 +169,7 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
             raise EnvStateError(f"{type(self).__name__} was closed; make a new env to reset")
         gym.Env.reset(self, seed=seed, options=options)
         self._turn = 0
+        self._phase = "running"  # the subclass's reset may step; a raise undoes this
         return (), {}
 
     async def astep(self, action: Action) -> StepResult:
@@ -163,6 +180,28 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
         """Apply one model turn (the Gymnasium style). An async subclass gets a ``step`` that
         runs its ``astep``."""
         raise NotImplementedError(f"{type(self).__name__} must implement step or astep")
+
+    # --- the step-after-end guard: agentgym.core.styles reports the subclass's resets and steps
+
+    def _reset_ended(self, ok: bool) -> None:
+        self._phase = "running" if ok else "reset failed"
+
+    def _step_starting(self) -> None:
+        if self._closed:
+            raise EnvStateError(f"{type(self).__name__} was closed; make a new env")
+        if self._phase != "running":
+            raise EnvStateError(
+                f"{type(self).__name__}.step() called {_REFUSED_WHEN[self._phase]}; "
+                "call reset() first"
+            )
+
+    def _step_ended(self, result: Any) -> None:
+        if self._phase != "running":  # a step abandoned by its caller may finish later
+            return
+        if result is None:
+            self._phase = "interrupted"
+        elif isinstance(result, tuple) and len(result) == 5 and (result[2] or result[3]):
+            self._phase = "ended"
 
     async def aclose(self) -> None:
         """Release what the env holds (sandboxes, servers). Subclasses end with

@@ -9,6 +9,9 @@ An ``AgentEnv`` subclass implements either method of each pair; ``install_adapte
   worker thread, so a slow synchronous env never blocks the event loop that drives its siblings;
   likewise ``astep`` from ``step`` and ``aclose`` from ``close``.
 
+The wrappers also tell an env that guards its episodes (``AgentEnv``, see ``EpisodeGuard``) when
+a reset ends and when a step starts and ends, so that the step-after-end guard is written once.
+
 The adapters call the defining class's own method, never ``self.<method>``: a Gymnasium-style
 subclass of an async env (``reset`` over an inherited ``areset``) then reaches the parent's async
 code through ``super().reset()`` without the two adapters calling each other forever. The bases in
@@ -36,7 +39,15 @@ from typing import Any, Protocol, TypeVar
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import EnvStateError
 
-__all__ = ["PAIRS", "StyledEnv", "SyncWorker", "WorkerOwner", "install_adapters", "style_of"]
+__all__ = [
+    "PAIRS",
+    "EpisodeGuard",
+    "StyledEnv",
+    "SyncWorker",
+    "WorkerOwner",
+    "install_adapters",
+    "style_of",
+]
 
 T = TypeVar("T")
 
@@ -135,6 +146,19 @@ class StyledEnv(Protocol):
     def _mark_closed(self) -> None: ...
 
 
+class EpisodeGuard(StyledEnv, Protocol):
+    """What the wrappers of a guarded env's own reset/step report to it (``AgentEnv`` has it)."""
+
+    def _reset_ended(self, ok: bool) -> None:
+        """The env's reset returned (``ok``) or raised."""
+
+    def _step_starting(self) -> None:
+        """Raise ``EnvStateError`` unless an episode is under way."""
+
+    def _step_ended(self, result: Any) -> None:
+        """The env's step returned ``result``, or raised or was cancelled (``result`` None)."""
+
+
 def style_of(cls: type, base: type) -> dict[str, str | None]:
     """For each pair's sync name, which side ``cls`` implements: ``"sync"``, ``"async"`` (the
     most derived definition wins) or ``None`` (only ``base``'s, ``AgentEnv``'s defaults)."""
@@ -157,17 +181,18 @@ def _defines(klass: type, name: str) -> bool:
     return value is not None and not getattr(value, _ADAPTER, False)
 
 
-def install_adapters(cls: type) -> None:
-    """Give ``cls`` the missing side of each pair it implements one side of."""
+def install_adapters(cls: type, *, guard: bool = False) -> None:
+    """Give ``cls`` the missing side of each pair it implements one side of. ``guard``: the
+    class's instances are ``EpisodeGuard`` s, told about every reset and step."""
     for sync_name, async_name in PAIRS:
         has_sync, has_async = _defines(cls, sync_name), _defines(cls, async_name)
         for name, defined in ((sync_name, has_sync), (async_name, has_async)):
             if defined:
-                setattr(cls, name, _wrap(cls.__dict__[name], name))
+                setattr(cls, name, _wrap(cls.__dict__[name], name, guard))
         if has_async and not has_sync:
             setattr(cls, sync_name, _sync_adapter(cls, sync_name, async_name))
         elif has_sync and not has_async:
-            setattr(cls, async_name, _async_adapter(cls, sync_name, async_name))
+            setattr(cls, async_name, _async_adapter(cls, sync_name, async_name, guard))
 
 
 def _mark(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -175,43 +200,61 @@ def _mark(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+def _wrap(fn: Callable[..., Any], name: str, guard: bool) -> Callable[..., Any]:
     """A subclass's own reset/step kept as written, plus bookkeeping: the last observation (for
-    ``render``) and, for ``areset``, that the env's async reset is running in this context."""
+    ``render``), the episode guard's events, and, for ``areset``, that the env's async reset is
+    running in this context."""
     if name in ("close", "aclose") or getattr(fn, _WRAPPED, False):
         return fn
-    if name == "areset":
+    kind = "step" if name in ("step", "astep") else "reset"
+    if name in ("areset", "astep"):
 
         @functools.wraps(fn)
-        async def areset(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
-            token = _IN_ARESET.set(_IN_ARESET.get() | {id(self)})
+        async def coroutine(self: Any, *args: Any, **kwargs: Any) -> Any:
+            token = _IN_ARESET.set(_IN_ARESET.get() | {id(self)}) if name == "areset" else None
             try:
-                return _record(self, await fn(self, *args, **kwargs))
+                _starting(self, kind, guard)
+                try:
+                    result = await fn(self, *args, **kwargs)
+                except BaseException:
+                    _ended(self, kind, guard, None, raised=True)
+                    raise
+                return _ended(self, kind, guard, result)
             finally:
-                _IN_ARESET.reset(token)
+                if token is not None:
+                    _IN_ARESET.reset(token)
 
-        wrapped = areset
-    elif name == "astep":
-
-        @functools.wraps(fn)
-        async def astep(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
-            return _record(self, await fn(self, *args, **kwargs))
-
-        wrapped = astep
+        wrapped: Callable[..., Any] = coroutine
     else:
 
         @functools.wraps(fn)
-        def method(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
-            return _record(self, fn(self, *args, **kwargs))
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _starting(self, kind, guard)
+            try:
+                result = fn(self, *args, **kwargs)
+            except BaseException:
+                _ended(self, kind, guard, None, raised=True)
+                raise
+            return _ended(self, kind, guard, result)
 
         wrapped = method
     setattr(wrapped, _WRAPPED, True)
     return wrapped
 
 
-def _record(env: StyledEnv, result: Any) -> Any:
+def _starting(env: EpisodeGuard, kind: str, guard: bool) -> None:
+    if guard and kind == "step":
+        env._step_starting()
+
+
+def _ended(env: EpisodeGuard, kind: str, guard: bool, result: Any, *, raised: bool = False) -> Any:
+    """Record what a reset or step returned (or that it raised) and hand the result on."""
     if isinstance(result, tuple) and result:
         env._last_observation = result[0]
+    if guard and kind == "step":
+        env._step_ended(None if raised else result)
+    elif guard:
+        env._reset_ended(not raised)
     return result
 
 
@@ -237,13 +280,20 @@ def _sync_adapter(cls: type, sync_name: str, async_name: str) -> Callable[..., A
     return _mark(method)
 
 
-def _async_adapter(cls: type, sync_name: str, async_name: str) -> Callable[..., Any]:
-    async def method(self: StyledEnv, *args: Any, **kwargs: Any) -> Any:
+def _async_adapter(
+    cls: type, sync_name: str, async_name: str, guard: bool
+) -> Callable[..., Any]:
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if sync_name == "close" and self.closed:
             return None
         fn = getattr(cls, sync_name)
         try:
             return await self._sync_worker().call(fn, self, *args, **kwargs)
+        except asyncio.CancelledError:
+            # The synchronous step runs on in its thread; the caller gave up on this episode.
+            if guard and sync_name == "step":
+                self._step_ended(None)
+            raise
         finally:
             if sync_name == "close":
                 self._mark_closed()

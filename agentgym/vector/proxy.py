@@ -154,7 +154,6 @@ def _start_now(transport: Transport) -> Description:
 
 class _Episode:
     def __init__(self) -> None:
-        self.over = False
         self.error: str | None = None  # the reset failed outside the env
 
 
@@ -238,27 +237,18 @@ class ProxyEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if self.closed:
-            raise self._refuse("was closed; make a new env")
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise self._refuse(f"step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset and after close
         if episode.error is not None:
-            episode.over = True
             return _infra_step(episode.error)
         try:
             async with deadline(self.step_timeout, f"{self.transport.name} step"):
                 result = await self.transport.call("step", action)
         except InfraError as error:
-            episode.over = self._stale = True
+            self._stale = True
             return _infra_step(_text(error))
         except asyncio.CancelledError:  # the caller's deadline: the transport cut the call off
-            episode.over = self._stale = True
+            self._stale = True
             raise
-        except BaseException:
-            episode.over = True
-            raise
-        episode.over = bool(result[2] or result[3])
         if result[4].get(INFRA_ERROR):
             self._stale = True
         return result  # type: ignore[no-any-return]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -227,3 +228,124 @@ def test_a_class_without_either_step_fails_at_construction_naming_both_styles() 
         Empty()
     with pytest.raises(TypeError):  # what Gymnasium code expects of a bad class
         AgentEnv()
+
+
+# --- the step-after-end guard: written once in AgentEnv, for both styles ----------------------
+
+
+class _Script:
+    """Steps by the action: "end" terminates, "cut" truncates, "boom" raises, "hang" waits for
+    ``release``; anything else continues. ``reset(options={"fail": True})`` raises."""
+
+    def _reset(self, options: dict[str, Any] | None) -> tuple[Observation, dict[str, Any]]:
+        if options and options.get("fail"):
+            raise RuntimeError("reset failed")
+        return (user("go"),), {"tools": []}
+
+    def _step(self, action: str) -> StepResult:
+        if action == "boom":
+            raise RuntimeError("step failed")
+        return (user("ok"),), 0.0, action == "end", action == "cut", {}
+
+
+class AsyncScript(_Script, AgentEnv):
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        await super().areset(seed=seed, options=options)
+        return self._reset(options)
+
+    async def astep(self, action: str) -> StepResult:
+        if action == "hang":
+            await asyncio.Event().wait()
+        return self._step(action)
+
+
+class SyncScript(_Script, AgentEnv):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        super().reset(seed=seed)
+        return self._reset(options)
+
+    def step(self, action: str) -> StepResult:
+        if action == "hang":
+            self.release.wait(60)
+        return self._step(action)
+
+
+STYLES = [AsyncScript, SyncScript]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_base_refuses_a_step_before_reset_after_the_end_and_after_close(
+    style: type[AgentEnv],
+) -> None:
+    env = style()
+    name = style.__name__
+    with pytest.raises(EnvStateError, match=rf"^{name}.step\(\) called before reset\(\); call"):
+        env.step("go")
+    for last in ("end", "cut"):
+        env.reset(seed=0)
+        assert env.step("go")[2:4] == (False, False)
+        env.step(last)
+        with pytest.raises(EnvStateError, match=r"after the episode ended; call reset\(\) first"):
+            env.step("go")
+    env.reset(seed=0)
+    assert env.step("go")[0] == (user("ok"),)  # a reset starts a new episode
+    env.close()
+    with pytest.raises(EnvStateError, match=rf"^{name} was closed; make a new env"):
+        env.step("go")
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_base_refuses_a_step_after_a_step_or_a_reset_that_raised(
+    style: type[AgentEnv],
+) -> None:
+    env = style()
+    env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="step failed"):
+        env.step("boom")
+    with pytest.raises(EnvStateError, match="its last step was cancelled or failed midway"):
+        env.step("go")
+    with pytest.raises(RuntimeError, match="reset failed"):
+        env.reset(seed=0, options={"fail": True})
+    with pytest.raises(EnvStateError, match=r"after a reset\(\) that raised"):
+        env.step("go")
+    env.reset(seed=0)
+    env.step("go")
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_guard_holds_through_the_async_api(style: type[AgentEnv]) -> None:
+    env = style()
+
+    async def play() -> None:
+        with pytest.raises(EnvStateError, match="before reset"):
+            await env.astep("go")
+        await env.areset(seed=0)
+        await env.astep("end")
+        with pytest.raises(EnvStateError, match="after the episode ended"):
+            await env.astep("go")
+
+    asyncio.run(play())
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_cancelled_step_ends_the_episode(style: type[AgentEnv]) -> None:
+    env = style()
+    env.reset(seed=0)
+
+    async def give_up() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(env.astep("hang"), 0.05)  # "hang" waits until released
+
+    asyncio.run(give_up())
+    if isinstance(env, SyncScript):
+        env.release.set()  # the abandoned step ends in its thread, and changes nothing
+    with pytest.raises(EnvStateError, match="its last step was cancelled"):
+        env.step("go")

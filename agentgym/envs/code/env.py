@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import EnvStateError, SandboxError
+from agentgym.core.errors import SandboxError
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.code.grader import GradeResult, grade
 from agentgym.envs.code.tasks import CodeTask, load_tasks
@@ -24,7 +24,6 @@ MiB = 1 << 20
 class _Episode:
     task: CodeTask
     attempts: int = 0
-    over: bool = False
 
 
 class CodeEnv(AgentEnv):
@@ -165,22 +164,20 @@ class CodeEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise EnvStateError(f"CodeEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         episode.attempts += 1
         code = last_code_block(_text_of(action))
         result = None if code is None else await self._grade(episode.task, code)
         success = result is not None and result.all_passed
         infra = result is not None and result.infra_error is not None
-        episode.over = success or infra or episode.attempts >= self.max_attempts
+        over = success or infra or episode.attempts >= self.max_attempts
         left = self.max_attempts - episode.attempts
-        message = NO_CODE if result is None else result_text(result, 0 if episode.over else left)
-        if result is None and not episode.over:
+        message = NO_CODE if result is None else result_text(result, 0 if over else left)
+        if result is None and not over:
             message += f"\n\nRevise your answer ({left} attempt(s) left)."
         reward = self._reward(result)
         info = _step_info(episode, result, reward)
-        return (user(message),), reward, episode.over, False, info
+        return (user(message),), reward, over, False, info
 
     async def aclose(self) -> None:
         sandbox, self._sandbox = self._sandbox, None

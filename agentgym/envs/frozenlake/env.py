@@ -10,7 +10,7 @@ import numpy as np
 
 from agentgym.core.difficulty import DIFFICULTY
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, EnvStateError
+from agentgym.core.errors import ConfigError
 from agentgym.core.parsing import MalformedCall, ParsedAction, ParsedCall
 from agentgym.core.tools import Tool
 from agentgym.core.types import Action, Message, Observation, system, tool_message, user
@@ -63,7 +63,6 @@ class _Episode:
     position: tuple[int, int]
     max_turns: int
     turns: int = 0
-    over: bool = False
     bumped: bool = False
     """The last move ran into the edge."""
 
@@ -128,7 +127,7 @@ class FrozenLakeEnv(AgentEnv):
     Episode end:
         Terminated on the goal (``info["success"]`` is True) or in a hole. Truncated after
         ``max_turns`` steps, valid or not (``info["truncation_reason"] == "max_turns"``). Stepping
-        an ended episode raises ``EnvStateError``: reset first.
+        an ended episode raises ``EnvStateError`` (``AgentEnv``'s guard): reset first.
 
     Arguments:
         size: side of generated maps (>= 2), when ``sizes`` is None.
@@ -235,9 +234,7 @@ class FrozenLakeEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise EnvStateError(f"FrozenLakeEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         episode.turns += 1
         reading = await self._read(action)
         if reading.direction is None:
@@ -354,7 +351,6 @@ class FrozenLakeEnv(AgentEnv):
         success = not invalid and cell == "G"
         terminated = not invalid and cell in "GH"
         truncated = not terminated and episode.turns >= episode.max_turns
-        episode.over = terminated or truncated
         components = {
             "goal": 1.0 if success else 0.0,
             "hole": self.hole_reward if terminated and not success else 0.0,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, EnvStateError, SandboxError
+from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.core.parsing import call_format
 from agentgym.core.tools import Tool, clip
 from agentgym.core.types import Action, Observation, system, user
@@ -54,7 +54,6 @@ _VERDICTS = {
 class _Episode:
     task: MathTask
     turns: int = 0
-    over: bool = False
     infra_error: bool = False
 
 
@@ -212,15 +211,12 @@ class MathEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise EnvStateError(f"MathEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         episode.turns += 1
         parsed = self.parse(action)
         if self.python_tool and parsed.has_calls:
             messages = await self.run_tool_calls(parsed)
             truncated = episode.turns >= self.max_turns
-            episode.over = truncated or episode.infra_error
             reason = "max_turns" if truncated else "tool_call"
             info = self._info(episode, Verdict(False, None, reason))
             if truncated:
@@ -232,7 +228,6 @@ class MathEnv(AgentEnv):
             exact=episode.task.exact,
             timeout=self.grade_timeout,
         )
-        episode.over = True
         reward = 1.0 if verdict.correct else 0.0
         return (user(_VERDICTS[verdict.reason]),), reward, True, False, self._info(episode, verdict)
 

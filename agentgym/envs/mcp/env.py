@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from agentgym.core.aio import run_sync
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, DeadlineExceeded, EnvStateError
+from agentgym.core.errors import ConfigError, DeadlineExceeded
 from agentgym.core.parsing import call_format
 from agentgym.core.tools import Tool, clip
 from agentgym.core.types import Action, Observation, system, user
@@ -50,7 +50,6 @@ class _Episode:
     key: str
     turns: int = 0
     tool_calls: int = 0
-    over: bool = False
     infra_error: str | None = None
 
 
@@ -247,9 +246,7 @@ class MCPEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise EnvStateError(f"MCPEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         episode.turns += 1
         parsed = self.parse(action)
         if parsed.has_calls:
@@ -262,7 +259,6 @@ class MCPEnv(AgentEnv):
         passed = await self._run_checks(episode)
         if episode.infra_error is not None:
             return self._infra_result(episode, (), 0)
-        episode.over = True
         success = answer_ok is not False and passed == len(episode.task.checks)
         reward = 1.0 if success else 0.0
         info = self._info(episode, "answer", 0, reward, answer_ok, passed)
@@ -355,14 +351,12 @@ class MCPEnv(AgentEnv):
         if episode.infra_error is not None:
             return self._infra_result(episode, messages, calls)
         truncated = episode.turns >= self.max_turns
-        episode.over = truncated
         info = self._info(episode, "max_turns" if truncated else "tool_call", calls, 0.0)
         if truncated:
             info["truncation_reason"] = "max_turns"
         return messages, 0.0, False, truncated, info
 
     def _infra_result(self, episode: _Episode, messages: Observation, calls: int) -> StepResult:
-        episode.over = True
         info = self._info(episode, "infra_error", calls, 0.0)
         info.update(truncation_reason="infra_error", error=clip(str(episode.infra_error)))
         return messages, 0.0, False, True, info

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, EnvStateError, InfraError
+from agentgym.core.errors import ConfigError, InfraError
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.swe.backends import SWEBackend, make_backend
 from agentgym.envs.swe.grader import GradeResult, agent_diff, grade
@@ -34,9 +34,6 @@ class _Episode:
     sandbox: Sandbox | None
     infra_error: str | None = None
     turns: int = 0
-    over: bool = False
-    interrupted: bool = False
-    """A step raised or was cancelled midway (e.g. past a vector env's ``step_timeout``)."""
 
 
 class SWEEnv(AgentEnv):
@@ -221,18 +218,14 @@ class SWEEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            if episode is not None and episode.interrupted:
-                when += " (its last step was cancelled or failed midway)"
-            raise EnvStateError(f"SWEEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         try:
             return await self._step(episode, action)
         except (Exception, asyncio.CancelledError):
             # Cancelled (a step deadline) or failed midway: whatever the step started may still
             # run in the sandbox. End the episode and give the sandbox back now rather than at
             # the next reset; shielded, so a second cancellation cannot leave it half released.
-            episode.over = episode.interrupted = True
+            # (AgentEnv ends the episode: the next step raises EnvStateError.)
             await asyncio.shield(self._end_episode())
             raise
 
@@ -246,13 +239,11 @@ class SWEEnv(AgentEnv):
             episode.infra_error = self._tools.infra_error
         info = self._info(episode)
         if episode.infra_error is not None:
-            episode.over = True
             await self._end_episode()
             return messages, 0.0, True, False, info
         submitted = self._tools.submitted
         if not submitted and episode.turns < self.max_turns:
             return messages, 0.0, False, False, info
-        episode.over = True
         result = await self._grade(episode)
         info.update(_grade_info(result))
         if not submitted:

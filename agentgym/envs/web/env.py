@@ -15,7 +15,7 @@ import numpy as np
 
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError, EnvStateError
+from agentgym.core.errors import ConfigError
 from agentgym.core.tools import clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.validate import integer, real, seconds
@@ -247,9 +247,7 @@ class WebEnv(AgentEnv):
 
     async def astep(self, action: Action) -> StepResult:
         episode = self._episode
-        if episode is None or episode.over:
-            when = "before reset()" if episode is None else "after the episode ended"
-            raise EnvStateError(f"WebEnv.step() called {when}; call reset() first")
+        assert episode is not None  # AgentEnv refuses a step before a reset
         episode.steps += 1
         reading = self._read(action)
         if episode.infra_error is not None:
@@ -460,7 +458,6 @@ class WebEnv(AgentEnv):
         episode.broken = is_browser_gone(error) or isinstance(error, TimeoutError)
 
     async def _infra_step(self, episode: _Episode, reading: Reading) -> StepResult:
-        episode.over = True
         await self._end_episode()
         info = {
             "task_id": episode.task.task_id,
