@@ -129,9 +129,9 @@ def make(env_id: str, **kwargs: Any) -> MultiAgentEnv:
     """The ``MultiAgentEnv`` of ``env_id``, with ``kwargs`` over its registered defaults."""
     multiagent_info(env_id)
     spec = gym.spec(env_id)
-    creator = spec.entry_point
+    creator: Any = spec.entry_point
     if isinstance(creator, str):
         creator = load_env_creator(creator)
-    env = creator(**{**spec.kwargs, **kwargs})
+    env: MultiAgentEnv = creator(**{**spec.kwargs, **kwargs})
     env.spec = spec
-    return env  # type: ignore[no-any-return]
+    return env
