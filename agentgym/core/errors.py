@@ -20,14 +20,16 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
         ├── EnvStateError           an env used out of order (step before reset, after close)
         ├── EnvDefinitionError      an env class that implements neither style (also a TypeError)
         ├── DynamicSamplingExhausted  DAPO dynamic sampling hit its cap on sampling rounds
+        ├── NoTrainableEpisodes     training steps in a row dropped every episode (also a
+        │                           RuntimeError); the message counts the causes
         ├── SandboxFileError        a sandbox file op failed (missing, outside the work dir)
         └── InfraError              something outside the process failed (sandbox, server)
             ├── DeadlineExceeded    an await ran past its deadline
             └── SandboxError        a sandbox backend failed (daemon gone, container died)
                 └── SandboxUnavailable  a backend cannot run here (no daemon, no image, no SDK)
 
-Warnings: ``AgentGymWarning`` and its children ``PluginWarning`` and
-``SandboxIsolationWarning``.
+Warnings: ``AgentGymWarning`` and its children ``PluginWarning``, ``SandboxIsolationWarning``
+and ``NoLearningSignalWarning``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ __all__ = [
     "EnvStateError",
     "Error",
     "InfraError",
+    "NoLearningSignalWarning",
+    "NoTrainableEpisodes",
     "PluginWarning",
     "RegistryError",
     "SandboxError",
@@ -140,6 +144,16 @@ class DynamicSamplingExhausted(Error, RuntimeError):
         )
 
 
+class NoTrainableEpisodes(Error, RuntimeError):
+    """Training steps in a row had no episode to train on: every one was dropped (an
+    infrastructure failure, an exception in the env's code, ...). ``causes`` counts the dropped
+    episodes by cause; the message names them and the fix."""
+
+    def __init__(self, message: str, *, steps: int, causes: dict[str, int]) -> None:
+        self.steps, self.causes = steps, causes
+        super().__init__(message)
+
+
 class InfraError(Error):
     """Something outside the process failed; trainers drop such samples (``infra_error``)."""
 
@@ -154,6 +168,10 @@ class DeadlineExceeded(InfraError, TimeoutError):
 
 class AgentGymWarning(UserWarning):
     """Base of agentgym's warnings."""
+
+
+class NoLearningSignalWarning(AgentGymWarning):
+    """A training step had nothing to learn from: every group's rewards were equal."""
 
 
 class PluginWarning(AgentGymWarning):

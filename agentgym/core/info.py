@@ -26,8 +26,15 @@ key                    where        meaning
                                     (``"max_turns"``, ``"context_length"``, ``"infra_error"``);
                                     only on a truncated step
 ``infra_error``        both         ``bool``: the call failed outside the model (sandbox, server,
-                                    browser); the episode ends and trainers drop the sample
+                                    browser, or the env's own code raised: ``error_kind``); the
+                                    episode ends and trainers drop the sample
 ``error``              both         ``str``: what failed, beside ``infra_error=True``
+``error_kind``         both         beside ``infra_error=True``: ``"infra"`` (infrastructure: a
+                                    server, sandbox or browser, a deadline; may pass) or
+                                    ``"env"`` (the env's own code raised: a bug to fix, it will
+                                    not pass); absent: ``"infra"``
+``error_at``           both         ``str``: the env call that raised (``"MyEnv.step"``), where
+                                    the vector env turned an exception into ``infra_error``
 ``difficulty``         reset        the difficulty level played, one of the env's declared
                                     ``difficulty_levels`` (:mod:`agentgym.core.difficulty`)
 =====================  ===========  ==========================================================
@@ -43,6 +50,8 @@ __all__ = [
     "ACTION_CHOICES",
     "DIFFICULTY",
     "ERROR",
+    "ERROR_AT",
+    "ERROR_KIND",
     "INFRA_ERROR",
     "KEYS",
     "REWARD_COMPONENTS",
@@ -51,8 +60,10 @@ __all__ = [
     "TASK_ID",
     "TOOLS",
     "TRUNCATION_REASON",
+    "ErrorKind",
     "ResetInfo",
     "StepInfo",
+    "error_kind",
     "is_infra_error",
     "problems",
     "return_problems",
@@ -68,6 +79,8 @@ REWARD_COMPONENTS: Final = "reward_components"
 TRUNCATION_REASON: Final = "truncation_reason"
 INFRA_ERROR: Final = "infra_error"
 ERROR: Final = "error"
+ERROR_KIND: Final = "error_kind"
+ERROR_AT: Final = "error_at"
 DIFFICULTY: Final = "difficulty"
 
 KEYS: Final = (
@@ -80,9 +93,14 @@ KEYS: Final = (
     TRUNCATION_REASON,
     INFRA_ERROR,
     ERROR,
+    ERROR_KIND,
+    ERROR_AT,
     DIFFICULTY,
 )
 """Every key this contract defines."""
+
+ErrorKind = Literal["infra", "env"]
+ERROR_KINDS: Final[tuple[ErrorKind, ...]] = ("infra", "env")
 
 _STEP_ONLY = (SUCCESS, REWARD_COMPONENTS, TRUNCATION_REASON)
 _REWARD_TOLERANCE = 1e-6
@@ -97,6 +115,8 @@ class ResetInfo(TypedDict, total=False):
     action_choices: list[str]
     infra_error: bool
     error: str
+    error_kind: ErrorKind
+    error_at: str
     difficulty: Any
 
 
@@ -111,6 +131,8 @@ class StepInfo(TypedDict, total=False):
     truncation_reason: str
     infra_error: bool
     error: str
+    error_kind: ErrorKind
+    error_at: str
 
 
 def success_of(infos: Sequence[Mapping[str, Any]]) -> bool | None:
@@ -124,6 +146,14 @@ def success_of(infos: Sequence[Mapping[str, Any]]) -> bool | None:
 def is_infra_error(info: Mapping[str, Any]) -> bool:
     """Whether a reset or step failed outside the model (drop the sample)."""
     return bool(info.get(INFRA_ERROR, False))
+
+
+def error_kind(info: Mapping[str, Any]) -> ErrorKind | None:
+    """Whose failure a failed reset or step was: ``"infra"`` or ``"env"`` (its own code
+    raised); None when the call did not fail."""
+    if not is_infra_error(info):
+        return None
+    return "env" if info.get(ERROR_KIND) == "env" else "infra"
 
 
 def _number(value: Any) -> bool:
@@ -143,7 +173,9 @@ def _type_problems(info: Mapping[str, Any]) -> list[str]:
             out.append(f"action_choices {choices!r} is not a non-empty list of str")
         elif len(set(choices)) != len(choices):
             out.append(f"action_choices {choices!r} repeats a choice")
-    for key, kind in ((SUCCESS, bool), (INFRA_ERROR, bool), (ERROR, str)):
+    if ERROR_KIND in info and info[ERROR_KIND] not in ERROR_KINDS:
+        out.append(f"error_kind {info[ERROR_KIND]!r} is not one of {ERROR_KINDS}")
+    for key, kind in ((SUCCESS, bool), (INFRA_ERROR, bool), (ERROR, str), (ERROR_AT, str)):
         if key in info and not isinstance(info[key], kind):
             out.append(f"{key} {info[key]!r} is a {type(info[key]).__name__}, not {kind.__name__}")
     if TRUNCATION_REASON in info and not (

@@ -264,6 +264,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
         return launch_train(args, run_from_args)
+    from agentgym.core.errors import NoTrainableEpisodes
     from agentgym.trainers.weight_sync import InferenceServerError
 
     try:
@@ -271,7 +272,7 @@ def run_train(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
-    except InferenceServerError as error:  # the last checkpoint is intact: --resume
+    except (InferenceServerError, NoTrainableEpisodes) as error:  # checkpoints intact: --resume
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

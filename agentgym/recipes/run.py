@@ -10,7 +10,9 @@ and the trainer's config), ``metrics.jsonl``,
 difficulty, tries and successes, as the run's curriculum drew it) and, at the end,
 ``summary.json``: success before training and after (Wilson 95% intervals), after also on tasks
 the run never trained on.
-Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues from it.
+Ctrl-C stops after the running update, with a checkpoint; ``resume`` continues from it. A run
+whose steps in a row drop every episode (``NoTrainableEpisodes``) writes ``summary.json`` with
+the error and the dropped episodes by cause, and raises.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.aio import run_sync
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, NoTrainableEpisodes
 from agentgym.recipes.config import RunConfig
 from agentgym.recipes.eval_cache import cached_evaluation
 from agentgym.recipes.multiagent import evaluate_roles
@@ -405,6 +407,11 @@ def train_run(run: RunConfig) -> dict[str, Any]:
             )
             monitor.plot()
         summary = _final_summary(run, trainer, source, out)
+    except NoTrainableEpisodes as error:  # the run stops: say why in its folder too
+        failed = {"steps": trainer.step_count, "run": str(out), "error": str(error)}
+        failed.update(dropped=error.causes, guards=guards.summary())
+        (out / "summary.json").write_text(json.dumps(failed, indent=2))
+        raise
     finally:
         run_sync(trainer.engine.close())
         getattr(getattr(source, "env", None), "close", lambda: None)()  # a run's vector env

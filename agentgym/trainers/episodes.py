@@ -1,6 +1,6 @@
-"""Episodes in: which ones a step trains on (``admit``), their rewards after shaping
-(``shape_rewards``: DAPO's overlong punishment), and what they say about the policy
-(``episode_metrics``)."""
+"""Episodes in: which ones a step trains on (``admit``) and why the others are dropped
+(``drop_cause``), their rewards after shaping (``shape_rewards``: DAPO's overlong punishment),
+and what they say about the policy (``episode_metrics``, ``flat_groups``)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,26 @@ import torch
 from torch import Tensor
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.info import ERROR, ERROR_AT, TRUNCATION_REASON, error_kind, is_infra_error
 from agentgym.core.types import Episode
 from agentgym.trainers.algorithms import overlong_penalty
 
-__all__ = ["Admitted", "Sample", "admit", "episode_metrics", "oldest_version", "shape_rewards"]
+__all__ = [
+    "DROP_KINDS",
+    "Admitted",
+    "Sample",
+    "admit",
+    "drop_cause",
+    "dropped_by_kind",
+    "episode_metrics",
+    "flat_groups",
+    "oldest_version",
+    "shape_rewards",
+]
+
+DROP_KINDS = ("infra", "env", "untrainable")
+"""Why ``admit`` drops an episode: an infrastructure failure (``error_kind`` "infra"), an
+exception from the env's own code ("env"), or an episode not fit to train on."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,35 @@ def _check_episode(i: int, episode: Episode) -> None:
             "the first token cannot be sampled (nothing precedes it)",
             "start each episode with its prompt tokens (loss_mask 0)",
         )
+
+
+def drop_cause(episode: Episode) -> tuple[str, str] | None:
+    """``(kind, what)`` of why ``admit`` drops ``episode`` (kind one of ``DROP_KINDS``; what:
+    the error and the env call that raised it), or None when it is trainable."""
+    if episode.infra_error:
+        infos = [episode.reset_info, *(t.info for t in episode.turns)]
+        info = next(i for i in infos if is_infra_error(i))
+        kind = error_kind(info) or "infra"
+        what = str(info.get(ERROR) or "no error text")
+        where = info.get(ERROR_AT)
+        return kind, f"{where} raised {what}" if where else what
+    if episode.trainable:
+        return None
+    reason = episode.reset_info.get(TRUNCATION_REASON)
+    if reason is not None and not episode.turns:
+        return "untrainable", f"ended before its first turn ({reason})"
+    return "untrainable", "a turn the engine marked untrainable"
+
+
+def dropped_by_kind(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``dropped/<kind>``: how many of ``episodes`` ``admit`` drops for each kind of cause
+    (kinds with none left out)."""
+    counts: dict[str, float] = {}
+    for episode in episodes:
+        cause = drop_cause(episode)
+        if cause is not None:
+            counts[f"dropped/{cause[0]}"] = counts.get(f"dropped/{cause[0]}", 0.0) + 1.0
+    return counts
 
 
 def admit(
@@ -130,6 +175,12 @@ def shape_rewards(
         )
         totals.append(sum(penalty))
     return samples, torch.tensor(totals, dtype=torch.float64)
+
+
+def flat_groups(groups: Sequence[Sequence[Sample]]) -> int:
+    """Groups whose (shaped) rewards are all equal: every group-relative advantage in them is
+    0, so they teach the policy nothing."""
+    return sum(1 for g in groups if g and max(s.reward for s in g) == min(s.reward for s in g))
 
 
 def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:

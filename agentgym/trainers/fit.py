@@ -3,8 +3,13 @@
 Episodes come from an ``EpisodeSource``: the seam where the rollout collector plugs in (policy
 x vector env -> episodes). The loop owns the run folder::
 
-    <out>/metrics.jsonl               one line per update, written by rank 0
+    <out>/metrics.jsonl               one line per update (and per empty step), written by rank 0
     <out>/checkpoints/step-<n>/       Trainer.save, every ``checkpoint_every`` updates
+
+A step whose every episode was dropped (a dead env server, an env that raises) makes no update
+but writes its row, which the guards see; ``max_empty_steps`` of them in a row raise
+``NoTrainableEpisodes`` naming the causes (``agentgym.trainers.stalls``). Updates whose groups
+all had equal rewards warn with ``NoLearningSignalWarning``.
 
 Resuming loads the newest complete checkpoint, restores the source's position from it and cuts
 ``metrics.jsonl`` back to the length it had at that checkpoint, so a run killed at any moment
@@ -30,6 +35,7 @@ from agentgym.core.errors import ConfigError
 from agentgym.trainers.checkpoint import MANIFEST, find_latest
 from agentgym.trainers.pipeline import close_pipeline, pipelined
 from agentgym.trainers.source import EpisodeSource
+from agentgym.trainers.stalls import DEFAULT_MAX_EMPTY_STEPS, EmptySteps, FlatSteps
 
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
@@ -183,18 +189,47 @@ class _RunFolder:
             _prune(self.out / "checkpoints", self.keep, protect)
 
 
-def _update(trainer: Trainer, episodes: EpisodeSource, guards: Guards | None) -> dict[str, Any]:
-    """Collect a batch and step on it; the metrics joined over ranks (``update`` 0: DAPO's
-    dynamic sampling wants more groups)."""
+def _update(
+    trainer: Trainer, episodes: EpisodeSource, guards: Guards | None
+) -> tuple[dict[str, Any], list[Any]]:
+    """Collect a batch and step on it; the metrics joined over ranks (``update`` 0 and no
+    ``empty``: DAPO's dynamic sampling wants more groups), and the batch."""
     from agentgym.trainers.sharding import reduce_metrics
 
     batch = episodes.collect(trainer.config.groups_per_batch)
     step_metrics = trainer.step(batch)
     if guards is not None:  # rates over the episodes, before admission drops any
-        step_metrics.update(guards.episode_metrics(batch, bool(step_metrics["update"])))
+        counted = bool(step_metrics["update"] or step_metrics.get("empty"))
+        step_metrics.update(guards.episode_metrics(batch, counted))
     metrics = reduce_metrics(step_metrics, trainer.backend)
     metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
-    return metrics
+    return metrics, list(batch)
+
+
+class _Stalls:
+    """The loop's watch over steps that teach nothing (``agentgym.trainers.stalls``)."""
+
+    def __init__(self, trainer: Trainer, guards: Guards | None, limit: int | None) -> None:
+        if limit is None:
+            limit = DEFAULT_MAX_EMPTY_STEPS
+            if guards is not None:
+                limit = guards.config.settings.max_empty_steps
+        self.group_size = trainer.config.group_size
+        self.empty = EmptySteps(limit)
+        estimator = getattr(trainer.config, "advantage_estimator", None)
+        relative = str(estimator) in ("group", "rloo") and self.group_size > 1
+        self.flat = FlatSteps(relative and trainer.backend.rank == 0)
+
+    def row(self, metrics: dict[str, Any], batch: list[Any]) -> bool:
+        """Turn a step's metrics into its row (``update`` goes: ``step`` counts updates; an
+        empty step gets ``empty_steps``); False: no row (DAPO wants more groups)."""
+        updated = bool(metrics.pop("update"))
+        empty = bool(metrics.pop("empty", 0.0))
+        if not updated and not empty:
+            return False
+        self.empty.observe(batch, metrics, empty, self.group_size)
+        self.flat.observe(metrics)
+        return True
 
 
 def _record(
@@ -204,6 +239,14 @@ def _record(
     if run is not None:
         run.record(metrics)
     return guards.check(metrics, run, source) if guards is not None else None
+
+
+def _due(trainer: Trainer, metrics: Mapping[str, Any], stop: bool, every: int, steps: int) -> bool:
+    """Whether to checkpoint after this row: every ``every`` updates, after the last, and when
+    stopping; never after an empty step (no update: nothing new to save)."""
+    if "empty_steps" in metrics:
+        return False
+    return stop or trainer.step_count % every == 0 or trainer.step_count == steps
 
 
 def _asked(should_stop: Callable[[], bool] | None, trainer: Trainer) -> bool:
@@ -228,8 +271,11 @@ def fit(
     engine: InferenceEngine | None = None,
     weights_dir: str | os.PathLike[str] | None = None,
     guards: Guards | None = None,
+    max_empty_steps: int | None = None,
 ) -> list[dict[str, float]]:
-    """Train until ``trainer.step_count == steps``; returns this call's update metrics.
+    """Train until ``trainer.step_count == steps``; returns this call's metrics rows (as
+    written to ``metrics.jsonl``: one per update, and one per step whose every episode was
+    dropped).
 
     Args:
         source: An ``EpisodeSource``, or an env id / ``AgentVectorEnv`` to collect from with
@@ -252,6 +298,12 @@ def fit(
         weights_dir: Where the model directories for a server go; None: ``<out>/weights``.
         guards: Failure-mode monitors (``agentgym.trainers.guards``), checked after every
             update: they warn, stop the run, or roll it back to a good checkpoint of ``out``.
+        max_empty_steps: Steps in a row whose every episode was dropped before the run stops
+            with ``NoTrainableEpisodes``; None: the guards' setting, else 3.
+
+    Raises:
+        NoTrainableEpisodes: ``max_empty_steps`` steps in a row had no episode to train on (or
+            a guard stopped the run on such a step); the message counts the causes.
     """
     for name, value in (
         ("steps", steps),
@@ -266,21 +318,21 @@ def fit(
     run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints, guards)
     if run is not None:
         run.start(episodes, resume)
-    history = []
+    history, stalls = [], _Stalls(trainer, guards, max_empty_steps)
     try:
         while trainer.step_count < steps:
-            metrics = _update(trainer, episodes, guards)
-            if not metrics["update"]:
+            metrics, batch = _update(trainer, episodes, guards)
+            if not stalls.row(metrics, batch):
                 continue  # dynamic sampling wants more groups
             history.append(metrics)
             if on_metrics is not None:
                 on_metrics(metrics)
             verdict = _record(run, guards, metrics, episodes)
+            stalls.empty.check(stopping=verdict == "stop")
             if verdict == "rollback":
                 continue  # back at a good checkpoint, written again with the guards' state
             stop = verdict == "stop" or _asked(should_stop, trainer)
-            due = trainer.step_count % checkpoint_every == 0 or trainer.step_count == steps
-            if run is not None and (due or stop):
+            if run is not None and _due(trainer, metrics, stop, checkpoint_every, steps):
                 run.checkpoint(episodes)
             if stop:
                 break

@@ -89,8 +89,12 @@ class _Settings(Config):
     reward_range: tuple[float, float] | None = None
     """[low, high] of an episode's return; None: the env's registered range where the run
     plays it with its default rewards (agentgym train), else reward_range is not checked."""
+    max_empty_steps: int = 3
+    """Steps in a row whose every episode was dropped (infrastructure failures, exceptions in
+    the env's code) before the run stops, naming the causes; applies with enabled = false too."""
 
     _bounds: ClassVar[dict[str, str]] = {
+        "max_empty_steps": ">= 1",
         "max_rollbacks": ">= 0",
         "lr_factor": "in (0, 1)",
         "rollback_margin": ">= 0",

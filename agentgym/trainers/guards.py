@@ -52,6 +52,16 @@ def _fresh_monitor_state() -> dict[str, Any]:
     return {"streak": 0, "start": None, "history": []}
 
 
+def _no_target(bound: int) -> str:
+    """Why no checkpoint can be rolled back to: the good one would be of update ``bound``."""
+    if bound < 1:  # the trouble began within the first updates: no checkpoint precedes it
+        return "no checkpoint from before the trouble began: stopping instead of rolling back"
+    return (
+        f"no checkpoint of update {bound} or earlier (before the trouble began) is kept: "
+        "stopping instead of rolling back"
+    )
+
+
 class Guards:
     """The monitors of ``config`` over one run; pass it to ``fit(..., guards=...)``."""
 
@@ -89,7 +99,8 @@ class Guards:
         dynamic sampling asks for more): ``guards/infra_error_rate``, ``guards/flagged_rate``,
         ``guards/valid_action_rate`` (of steps that say ``invalid_action``) and
         ``guards/return_excess`` (how far a return lies outside ``reward_range``, when there is
-        one). Empty until ``update``."""
+        one). Empty until ``update`` (a step that updated the policy, or one whose every
+        episode was dropped: its row counts too)."""
         if not self.enabled:
             return {}
         low, high = self.reward_range or (float("-inf"), float("inf"))
@@ -191,10 +202,9 @@ class Guards:
         return protected_step(directory, self.good_step(step))
 
     def check(self, metrics: Mapping[str, float], run: Any, source: Any) -> str | None:
-        """Observe one update's metrics; record what trips and act on it. Returns ``"stop"``,
-        ``"rollback"`` (done: the run is back at its good checkpoint) or None."""
-        if not metrics.get("update", 1.0):
-            return None
+        """Observe one step's metrics row (an update's, or an empty step's: ``fit`` passes
+        both); record what trips and act on it. Returns ``"stop"``, ``"rollback"`` (done: the
+        run is back at its good checkpoint) or None."""
         events = [e for n, c in self.monitors.items() if (e := self._observe(n, c, metrics))]
         verdict = None
         for event in events:
@@ -237,7 +247,7 @@ class Guards:
         bound = self.good_step(step)
         target = checkpoint_at_or_before(run.out / "checkpoints", bound)
         if target is None:
-            return None, f"no checkpoint of update <= {bound} (before the trouble began)"
+            return None, _no_target(bound)
         return target, ""
 
     def _record(self, events: list[dict[str, Any]]) -> None:

@@ -11,8 +11,10 @@
 episodes, each group's episodes next to each other. Where the episodes enter, groups holding an
 infra error or an untrainable episode are dropped, DAPO's overlong punishment is added to the
 turn rewards, and DAPO's dynamic sampling keeps informative groups until a batch is full (until
-then ``step`` returns ``update == 0``). The algorithm lives in ``losses``; the backend only runs
-the module.
+then ``step`` returns ``update == 0``). A batch whose every group was dropped makes no update
+either and returns ``update == 0`` with ``empty == 1`` (DAPO's sampler does not count it as a
+round): ``fit`` counts such steps and stops a run that has too many in a row. The algorithm
+lives in ``losses``; the backend only runs the module.
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ from agentgym.trainers import checkpoint
 from agentgym.trainers.algorithms import DynamicSampler
 from agentgym.trainers.backends import Backend, make_backend
 from agentgym.trainers.config import AlgorithmConfig, TrainOptions, config_from_dict, make_config
-from agentgym.trainers.episodes import Sample, admit, episode_metrics, shape_rewards
+from agentgym.trainers.episodes import (
+    Sample,
+    admit,
+    dropped_by_kind,
+    episode_metrics,
+    flat_groups,
+    shape_rewards,
+)
 from agentgym.trainers.lora import LoraSettings, add_lora, merged_state_dict
 from agentgym.trainers.modules import PolicyModule, ValueModel
 from agentgym.trainers.update import UpdateInputs, run_update
@@ -187,23 +196,21 @@ class Trainer:
         metrics = {
             "dropped_episodes": float(admitted.dropped_episodes),
             "dropped_groups": float(admitted.dropped_groups),
+            **dropped_by_kind(episodes),
         }
         if k:
             metrics["stale_groups"] = float(admitted.stale_groups)
+        if not groups:  # every group dropped: nothing to train on, nor to sample more from
+            return {**metrics, "update": 0.0, "empty": 1.0, "step": float(self.step_count)}
         if penalty is not None and len(penalty):
             metrics["overlong_penalty_mean"] = float(penalty.mean())
+        if n > 1:
+            metrics["flat_group_rate"] = flat_groups(groups) / len(groups)
         if self.sampler is not None:
-            rewards = torch.tensor([[s.reward for s in g] for g in groups], dtype=torch.float64)
-            full = self.sampler.add(groups, rewards.view(len(groups), n))
-            if full is None:
-                return {**metrics, "update": 0.0, "step": float(self.step_count)}
-            metrics.update(self.sampler.last_stats)
-            if not full:  # partial batches, and no group to learn from at the cap
-                sampled = [s for g in self.sampler.take_seen() for s in g]
-                return self._update_without_groups(metrics, sampled, start)
-            groups = full
-        if not groups:
-            return {**metrics, "update": 0.0, "step": float(self.step_count)}
+            sampled = self._dynamic_sampling(self.sampler, groups, metrics, start)
+            if isinstance(sampled, dict):
+                return sampled
+            groups = sampled
         batch = [s for g in groups for s in g]
         metrics.update(run_update(self.update_inputs, batch, self.step_count))
         metrics.update(episode_metrics(batch))
@@ -224,6 +231,29 @@ class Trainer:
             step=float(self.step_count), update=1.0, step_s=elapsed, tokens_per_s=tokens / elapsed
         )
         return metrics
+
+    def _dynamic_sampling(
+        self,
+        sampler: DynamicSampler[list[Sample]],
+        groups: list[list[Sample]],
+        metrics: dict[str, float],
+        start: float,
+    ) -> list[list[Sample]] | dict[str, float]:
+        """The groups to train on once DAPO's sampler has a batch; else the step's metrics
+        (``update`` 0: it wants more groups; an update without groups at its cap)."""
+        n = self.config.group_size
+        rewards = torch.tensor([[s.reward for s in g] for g in groups], dtype=torch.float64)
+        full = sampler.add(groups, rewards.view(len(groups), n))
+        if full is None:
+            return {**metrics, "update": 0.0, "step": float(self.step_count)}
+        metrics.update(sampler.last_stats)
+        if n > 1:  # over every round of the step, not only its last
+            informative = metrics["dynamic_sampling/informative_fraction"]
+            metrics["flat_group_rate"] = 1.0 - informative
+        if not full:  # partial batches, and no group to learn from at the cap
+            sampled = [s for g in sampler.take_seen() for s in g]
+            return self._update_without_groups(metrics, sampled, start)
+        return full
 
     def _update_without_groups(
         self, metrics: dict[str, float], sampled: list[Sample], start: float

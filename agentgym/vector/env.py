@@ -60,8 +60,10 @@ class AgentVectorEnv(RaggedAPI, VectorEnv[Observations, Sequence[Action], np.nda
 
     **Isolation**: a sub-env call that raises or passes its deadline gives, for that env only, a
     transition with observation ``()``, reward 0, ``truncated=True`` and an info of
-    ``{"infra_error": True, "error": "<type>: <message>", "truncation_reason": "infra_error"}``;
-    lockstep treats it as a truncation. A failed reset rebuilds the env from its factory and
+    ``{"infra_error": True, "error": "<type>: <message>", "error_kind": "infra" | "env",
+    "error_at": "<EnvClass>.<reset|step>", "truncation_reason": "infra_error"}`` (``error_kind``
+    ``"env"``: the env's own code raised, logged once with its traceback); lockstep treats it as
+    a truncation. A failed reset rebuilds the env from its factory and
     retries once; if that fails too, lockstep tries again at the env's next step (or, under
     ``DISABLED``, reports the failure again until the env is reset). Mistakes in using the vector
     env itself (wrong number of actions, stepping a finished env) raise ``agentgym.error.Error``.

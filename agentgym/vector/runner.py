@@ -3,6 +3,10 @@
 A ``Runner`` never raises for what a sub-env does. A reset or step that raises or runs past its
 deadline becomes an ``infra_error`` transition (observation ``()``, reward 0, truncated) and marks
 the env as needing a reset; a failed reset rebuilds the env from its factory and retries once.
+The transition says whose failure it was (``error_kind``): ``"infra"`` for a deadline, an
+``InfraError`` or a lost connection, ``"env"`` for any other exception (the env's own code
+raised). Each distinct failure is logged once per process, an env's with its traceback; repeats
+are logged at DEBUG, so that an env that always raises does not fill the log.
 """
 
 from __future__ import annotations
@@ -17,7 +21,15 @@ from typing import Any, Literal
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, InfraError
-from agentgym.core.info import ERROR, INFRA_ERROR, TRUNCATION_REASON, is_infra_error
+from agentgym.core.info import (
+    ERROR,
+    ERROR_AT,
+    ERROR_KIND,
+    INFRA_ERROR,
+    TRUNCATION_REASON,
+    ErrorKind,
+    is_infra_error,
+)
 from agentgym.core.types import Action, Observation
 
 __all__ = ["Runner", "State", "SubEnv", "Transition", "check_agent_env"]
@@ -91,6 +103,37 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def _kind(error: BaseException) -> ErrorKind:
+    """``"infra"`` for failures outside the env's code (a deadline, an ``InfraError``, a lost
+    or refused connection), ``"env"`` for any other exception: the env's own code raised."""
+    return "infra" if isinstance(error, InfraError | TimeoutError | ConnectionError) else "env"
+
+
+_LOGGED: set[tuple[str, ...]] = set()
+"""The failures logged at WARNING in this process (what failed, where; see ``_log_once``)."""
+_MAX_LOGGED = 1000
+
+
+def _log_once(key: tuple[str, ...], message: str, *args: Any, trace: Any = None) -> None:
+    """Log a failure at WARNING (with ``trace``'s traceback) the first time its ``key`` is
+    seen in this process, and at DEBUG after that."""
+    if key in _LOGGED:
+        log.debug(message, *args)
+        return
+    if len(_LOGGED) < _MAX_LOGGED:
+        _LOGGED.add(key)
+    log.warning(message, *args, exc_info=trace)
+
+
+def _failure_key(where: str, error: BaseException) -> tuple[str, ...]:
+    """What and where: the env call, the error's type and the line that raised it."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    line = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    return (where, type(error).__name__, line)
+
+
 class Runner:
     """Runs sub-env resets and steps under the vector env's limits, turning failures into data."""
 
@@ -162,7 +205,8 @@ class Runner:
         try:
             observation, info = await self._call_reset(sub, seed, options)
         except Exception as first:
-            log.warning(
+            _log_once(
+                ("retry", *_failure_key(_where(sub, "reset"), first)),
                 "env %d reset failed (%s); rebuilding it and retrying once",
                 sub.index,
                 _error_text(first),
@@ -196,13 +240,28 @@ class Runner:
         sub.env = check_agent_env(sub.factory(), sub.index)
 
     def _fail(self, sub: SubEnv, kind: Literal["reset", "step"], error: Exception) -> Transition:
-        trace = None if isinstance(error, InfraError) else error  # a timeout needs no traceback
-        log.warning("env %d %s failed: %s", sub.index, kind, _error_text(error), exc_info=trace)
+        where, error_kind = _where(sub, kind), _kind(error)
+        _log_once(
+            _failure_key(where, error),
+            "env %d %s failed: %s%s",
+            sub.index,
+            kind,
+            _error_text(error),
+            " (raised by the env's own code: a bug to fix)" if error_kind == "env" else "",
+            trace=error if error_kind == "env" else None,  # a timeout needs no traceback
+        )
         sub.state = State.DONE if kind == "step" else State.BROKEN
         info = {
             INFRA_ERROR: True,
             ERROR: _error_text(error),
+            ERROR_KIND: error_kind,
+            ERROR_AT: where,
             TRUNCATION_REASON: "infra_error",
         }
         sub.last = Transition(sub.index, kind, (), 0.0, False, True, info)
         return sub.last
+
+
+def _where(sub: SubEnv, kind: str) -> str:
+    """The env call, as ``"MyEnv.step"``."""
+    return f"{type(sub.env).__name__}.{kind}"
