@@ -49,7 +49,9 @@ def trl() -> Any:
         import trl
     except ImportError:
         if missing_requirements("dev") == ["trl"]:
-            pytest.fail("agentgymnasium[dev] is installed without trl (pip install 'agentgymnasium[trl]')")
+            pytest.fail(
+                "agentgymnasium[dev] is installed without trl (pip install 'agentgymnasium[trl]')"
+            )
         pytest.skip("trl is not installed (pip install 'agentgymnasium[trl]')")
     return trl
 
