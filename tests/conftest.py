@@ -1,10 +1,40 @@
 """Suite-wide collection rule: the acceptance studies (``@pytest.mark.study``, an hour or more of
 training each) run only when asked for by name (``pytest -m study``, ``make curriculum-study``);
-any other selection, ``-m "not slow"`` included, leaves them out."""
+any other selection, ``-m "not slow"`` included, leaves them out. And ``user_envs``: a module of
+the user's own that registers an env, for the commands' ``module:Env-v0`` and ``--import``."""
 
 from __future__ import annotations
 
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import gymnasium as gym
 import pytest
+
+USER_MODULE = """import gymnasium
+
+gymnasium.register(
+    {env_id!r},
+    entry_point="agentgym.envs.frozenlake.env:FrozenLakeEnv",
+    kwargs={{"size": 2, "hole_prob": 0.0}},
+)
+"""
+
+
+@pytest.fixture
+def user_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """``(module, env id)``: a module in the working directory (not imported yet) whose import
+    registers the id, a 2x2 FrozenLake without holes, as a user's script would."""
+    tag = uuid.uuid4().hex[:8]
+    module, env_id = f"user_envs_{tag}", f"userorg/Lake{tag}-v0"
+    (tmp_path / f"{module}.py").write_text(USER_MODULE.format(env_id=env_id))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the commands add the working directory
+    yield module, env_id
+    sys.modules.pop(module, None)
+    gym.registry.pop(env_id, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,7 +12,7 @@ bound, and raises ``ConfigError`` naming the value, the rule it breaks and the f
 
         _bounds: ClassVar[dict[str, str]] = {"warmup_steps": ">= 0"}
 
-    Options.from_dict({"warmup_step": 3})  # ConfigError: ... did you mean 'warmup_steps'?
+    Options.from_dict({"warmup_step": 3})  # ConfigError: ... Did you mean 'warmup_steps'?
 
 The algorithm configs (``agentgym.trainers.config``) and the run description of ``agentgym
 train`` (``agentgym.recipes.config``) are built on it. It needs no torch, so that ``--help``
@@ -23,27 +23,19 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import inspect
 import itertools
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.suggest import did_you_mean
 
 __all__ = ["Config", "check_bounds", "coerce", "did_you_mean", "field_docs", "require"]
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """A fix that names the closest of ``choices`` to ``word``, then all of them."""
-    choices = list(choices)
-    close = difflib.get_close_matches(word, choices, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"{hint}Choices: {', '.join(choices)}"
 
 
 def require(ok: bool, config: object, name: str, rule: str, fix: str) -> None:
@@ -131,6 +123,10 @@ def _choice(name: str, value: object, hint: Any) -> object:
 
 
 def _tuple(name: str, value: object, args: tuple[Any, ...]) -> tuple[object, ...]:
+    if len(args) == 2 and args[1] is Ellipsis:  # tuple[T, ...]: any length
+        if not isinstance(value, list | tuple):
+            raise ConfigError(name, value, "is not a list", "in JSON and TOML a list, e.g. []")
+        args = (args[0],) * len(value)
     if not isinstance(value, list | tuple) or len(value) != len(args):
         fix = "in JSON and TOML a list, e.g. [0.9, 0.999]"
         raise ConfigError(name, value, f"must be {len(args)} values", fix)
@@ -202,7 +198,8 @@ class Config:
         names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
         for key, value in data.items():
             if key not in names:
-                raise ConfigError(key, value, cls._unknown_key_rule(), did_you_mean(key, names))
+                fix = did_you_mean(key, names, kind="names")
+                raise ConfigError(key, value, cls._unknown_key_rule(), fix)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:

@@ -20,8 +20,6 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
         ├── EnvStateError           an env used out of order (step before reset, after close)
         ├── EnvDefinitionError      an env class that implements neither style (also a TypeError)
         ├── DynamicSamplingExhausted  DAPO dynamic sampling hit its cap on sampling rounds
-        ├── NoTrainableEpisodes     training steps in a row dropped every episode (also a
-        │                           RuntimeError); the message counts the causes
         ├── SandboxFileError        a sandbox file op failed (missing, outside the work dir)
         └── InfraError              something outside the process failed (sandbox, server)
             ├── DeadlineExceeded    an await ran past its deadline
@@ -29,7 +27,7 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
                 └── SandboxUnavailable  a backend cannot run here (no daemon, no image, no SDK)
 
 Warnings: ``AgentGymWarning`` and its children ``PluginWarning``, ``SandboxIsolationWarning``
-and ``NoLearningSignalWarning``.
+and ``AgentGymDeprecationWarning`` (also a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
@@ -38,7 +36,10 @@ from collections.abc import Iterable
 
 import gymnasium
 
+from agentgym.core.suggest import suggestion
+
 __all__ = [
+    "AgentGymDeprecationWarning",
     "AgentGymWarning",
     "ConfigError",
     "ConfigTypeError",
@@ -49,8 +50,6 @@ __all__ = [
     "EnvStateError",
     "Error",
     "InfraError",
-    "NoLearningSignalWarning",
-    "NoTrainableEpisodes",
     "PluginWarning",
     "RegistryError",
     "SandboxError",
@@ -92,11 +91,13 @@ class RegistryError(Error):
 class UnknownEnvError(RegistryError, gymnasium.error.UnregisteredEnv, KeyError):
     """An env id that is not registered (also Gymnasium's ``UnregisteredEnv``)."""
 
-    def __init__(self, env_id: str, suggestions: Iterable[str] = ()) -> None:
+    def __init__(self, env_id: str, suggestions: Iterable[str] = (), hint: str = "") -> None:
         self.env_id = env_id
         self.suggestions = tuple(suggestions)
-        hint = f" Did you mean {self.suggestions[0]!r}?" if self.suggestions else ""
-        super().__init__(f"No env registered with id {env_id!r}.{hint} `agentgym list` shows all.")
+        close = f" {suggestion(self.suggestions)}" if self.suggestions else ""
+        more = f" {hint}" if hint else ""
+        message = f"No env registered with id {env_id!r}.{close} `agentgym list` shows all.{more}"
+        super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
@@ -144,16 +145,6 @@ class DynamicSamplingExhausted(Error, RuntimeError):
         )
 
 
-class NoTrainableEpisodes(Error, RuntimeError):
-    """Training steps in a row had no episode to train on: every one was dropped (an
-    infrastructure failure, an exception in the env's code, ...). ``causes`` counts the dropped
-    episodes by cause; the message names them and the fix."""
-
-    def __init__(self, message: str, *, steps: int, causes: dict[str, int]) -> None:
-        self.steps, self.causes = steps, causes
-        super().__init__(message)
-
-
 class InfraError(Error):
     """Something outside the process failed; trainers drop such samples (``infra_error``)."""
 
@@ -170,8 +161,9 @@ class AgentGymWarning(UserWarning):
     """Base of agentgym's warnings."""
 
 
-class NoLearningSignalWarning(AgentGymWarning):
-    """A training step had nothing to learn from: every group's rewards were equal."""
+class AgentGymDeprecationWarning(AgentGymWarning, DeprecationWarning):
+    """An old spelling that still works (a renamed argument or flag); the message names the new
+    one. Raised by ``agentgym.core.deprecation.warn_deprecated``."""
 
 
 class PluginWarning(AgentGymWarning):

@@ -15,7 +15,6 @@ the parser reads (the tools' schemas go in ``info["tools"]`` and the chat templa
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import re
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import UnknownParserError
+from agentgym.core.suggest import did_you_mean
 from agentgym.core.types import Action, Message, ToolCall, assistant, tool_call
 
 __all__ = [
@@ -98,11 +98,10 @@ def get_parser(name: str) -> Parser:
     try:
         return _PARSERS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, _PARSERS, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        names = did_you_mean(name, parser_names(), kind="parsers")
         raise UnknownParserError(
-            f"tool_parser={name!r} is not a registered parser.{hint} "
-            f"Fix: use one of {parser_names()} or register_parser() your own."
+            f"tool_parser={name!r} is not a registered parser. "
+            f"Fix: {names} (or register_parser() your own)"
         ) from None
 
 

@@ -9,7 +9,7 @@ and its reward range. Every id also gets a vector entry point, so
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +19,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import WrapperSpec
 
 from agentgym.core.errors import RegistryError, UnknownEnvError
+from agentgym.core.suggest import close_matches
 from agentgym.registry.plugins import PluginStatus, load_plugins, plugins
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "plugins",
     "register",
     "resolve_id",
+    "split_module",
 ]
 
 # Gymnasium's id grammar: [namespace/]Name[-vN]; agentgym's own ids always carry a version.
@@ -210,19 +212,33 @@ def list_envs(*, family: str | None = None, tag: str | None = None) -> list[EnvI
 
 
 def _suggestions(env_id: str, candidates: Sequence[str]) -> list[str]:
-    lowered = {c.lower(): c for c in candidates}
-    exact = [c for c in candidates if c.lower() == env_id.lower()]
     unversioned = [c for c in candidates if c.lower().startswith(env_id.lower() + "-v")]
-    close = [
-        lowered[c] for c in difflib.get_close_matches(env_id.lower(), lowered, n=3, cutoff=0.6)
-    ]
+    exact = [c for c in candidates if c.lower() == env_id.lower()]
+    close = close_matches(env_id, candidates, n=3)
     return list(dict.fromkeys([*exact, *sorted(unversioned, reverse=True), *close]))
 
 
+def split_module(env_id: str) -> tuple[str | None, str]:
+    """``"mymodule:MyEnv-v0"`` -> ``("mymodule", "MyEnv-v0")``, Gymnasium's form of an id
+    whose module registers it; ``(None, env_id)`` for a plain id."""
+    module, sep, rest = env_id.partition(":")
+    if sep and rest and all(part.isidentifier() for part in module.split(".")):
+        return module, rest
+    return None, env_id
+
+
 def resolve_id(env_id: str) -> str:
-    """``env_id`` if Gymnasium knows it; otherwise ``UnknownEnvError`` with suggestions."""
+    """``env_id`` if Gymnasium knows it; ``"module:Env-v0"`` imports ``module`` first (as
+    ``gym.make`` does) and answers ``"Env-v0"``; otherwise ``UnknownEnvError`` with
+    suggestions."""
     if env_id in gym.registry:
         return env_id
+    module, bare = split_module(env_id)
+    if module is not None:
+        importlib.import_module(module)
+        env_id = bare
+        if env_id in gym.registry:
+            return env_id
     ours = list(_ENVS)
     others = [k for k in gym.registry if k not in _ENVS]
     raise UnknownEnvError(env_id, _suggestions(env_id, ours) or _suggestions(env_id, others))
@@ -230,7 +246,7 @@ def resolve_id(env_id: str) -> str:
 
 def env_info(env_id: str) -> EnvInfo:
     """Metadata of an env registered through ``agentgym.register``."""
-    resolve_id(env_id)
+    env_id = resolve_id(env_id)
     if env_id not in _ENVS:
         raise UnknownEnvError(env_id, [])
     return _ENVS[env_id]
@@ -239,7 +255,8 @@ def env_info(env_id: str) -> EnvInfo:
 def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
     """``gym.make`` with agentgym's "did you mean" for unknown ids; an id registered with a
     maker of its own (``MAKERS``: multi-agent envs) is made by it."""
+    env_id = resolve_id(env_id)
     maker = MAKERS.get(env_id)
     if maker is not None:
         return maker(env_id, **kwargs)  # type: ignore[no-any-return]
-    return gym.make(resolve_id(env_id), **kwargs)
+    return gym.make(env_id, **kwargs)

@@ -104,13 +104,13 @@ def test_a_bad_value_names_its_field_and_the_layer_that_set_it(tmp_path):
 
 
 def test_an_unknown_key_suggests_the_field():
-    with pytest.raises(ConfigError, match=r"is not a run setting.*did you mean 'steps'"):
+    with pytest.raises(ConfigError, match=r"is not a run setting.*Did you mean 'steps'"):
         resolve_run(Layer("mine", {"stepz": 3}))
-    with pytest.raises(ConfigError, match=r"config\.learnin_rate.*did you mean 'learning_rate'"):
+    with pytest.raises(ConfigError, match=r"config\.learnin_rate.*Did you mean 'learning_rate'"):
         resolve_run(Layer("mine", {"config": {"learnin_rate": 1e-3}}))
     with pytest.raises(ConfigError, match=r"options\.warmup.*not a trainer option.*warmup_steps"):
         _run("--option", "warmup=3")
-    with pytest.raises(ConfigError, match="did you mean 'grpo'"):
+    with pytest.raises(ConfigError, match="Did you mean 'grpo'"):
         resolve_run(Layer("mine", {"algo": "grpoo"}))
 
 

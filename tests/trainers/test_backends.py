@@ -82,9 +82,9 @@ def test_plan_gives_every_rank_the_same_number_of_micro_batches():
 
 
 def test_make_backend_names_unknown_backends_and_options():
-    with pytest.raises(ConfigError, match="did you mean 'deepspeed'"):
+    with pytest.raises(ConfigError, match="Did you mean 'deepspeed'"):
         make_backend("deepspeeed")
-    with pytest.raises(ConfigError, match="did you mean 'micro_batch_tokens'"):
+    with pytest.raises(ConfigError, match="Did you mean 'micro_batch_tokens'"):
         make_backend("torch", micro_batch_token=8)
     with pytest.raises(ConfigError, match="micro_batch_tokens"):
         make_backend("torch", micro_batch_tokens=0)

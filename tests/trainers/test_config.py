@@ -125,7 +125,7 @@ def test_types_are_checked_and_coerced() -> None:
 
 
 def test_bad_enum_value_suggests_the_closest_choice() -> None:
-    with pytest.raises(ConfigError, match="did you mean 'token-mean'"):
+    with pytest.raises(ConfigError, match="Did you mean 'token-mean'"):
         GRPOConfig(aggregation="token_mean")  # type: ignore[arg-type]
 
 
@@ -147,14 +147,14 @@ def test_make_config_applies_overrides() -> None:
 
 
 def test_unknown_key_suggests_the_field() -> None:
-    with pytest.raises(ConfigError, match="did you mean 'learning_rate'"):
+    with pytest.raises(ConfigError, match="Did you mean 'learning_rate'"):
         config_from_dict({"algo": "grpo", "learning_rat": 1e-5})
     with pytest.raises(ConfigError, match="is not a field of PPOConfig"):
         make_config("ppo", overlong_shaping=True)
 
 
 def test_unknown_or_missing_or_mismatched_algo() -> None:
-    with pytest.raises(ConfigError, match="did you mean 'grpo'"):
+    with pytest.raises(ConfigError, match="Did you mean 'grpo'"):
         make_config("grpoo")
     with pytest.raises(ConfigError, match="must name its algorithm"):
         config_from_dict({"learning_rate": 1e-5})

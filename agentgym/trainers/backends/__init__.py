@@ -6,11 +6,11 @@ satisfy the ``Backend`` Protocol. DeepSpeed is imported only when its backend is
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from typing import Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.suggest import did_you_mean
 from agentgym.trainers.backends.base import Backend, OptimizerFactory, Precision, SchedulerFactory
 from agentgym.trainers.backends.torch_backend import TorchBackend
 
@@ -36,18 +36,12 @@ def make_backend(name: str, **options: Any) -> Backend:
 
         factory = DeepSpeedBackend
     else:
-        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(
-            "backend", name, "is not a trainer backend", f"{hint}use torch or deepspeed"
-        )
+        fix = did_you_mean(str(name), BACKENDS, kind="backends")
+        raise ConfigError("backend", name, "is not a trainer backend", fix)
     known = [p for p in inspect.signature(factory).parameters if p != "self"]
     for key, value in options.items():
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(
-                key, value, f"is not an option of the {name} backend", f"{hint}options: {known}"
-            )
+            fix = did_you_mean(key, known, kind="options")
+            raise ConfigError(key, value, f"is not an option of the {name} backend", fix)
     backend: Backend = factory(**options)
     return backend
