@@ -14,12 +14,15 @@ A complete checkpoint holds ``MANIFEST`` (written last). Layout::
     <path>/trainer/rng/rank<r>.pkl                      python, numpy, torch (and CUDA) RNG states
     <path>/trainer/backend/                             module, optimizer, scheduler (the backend's)
     <path>/agentgym_checkpoint.json                     MANIFEST
+
+``export_policy`` writes the policy's part (also the weights a server loads from disk).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pickle
 import random
@@ -37,9 +40,12 @@ import torch
 from agentgym.core.errors import ConfigError
 from agentgym.trainers.backends.base import Backend
 
+_DEEPSPEED_CPU_NOTICE = "Setting accelerator to CPU"
+
 __all__ = [
     "MANIFEST",
     "atomic_directory",
+    "export_policy",
     "find_latest",
     "load_rng_state",
     "read_manifest",
@@ -199,3 +205,42 @@ def load_rng_state(directory: Path, rank: int) -> None:
     """Restore what ``save_rng_state`` wrote (a pickle: load only checkpoints you trust)."""
     with open(directory / f"rank{rank}.pkl", "rb") as f:
         set_rng_state(pickle.load(f))
+
+
+class _NoDeepSpeedCPUNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_DEEPSPEED_CPU_NOTICE)
+
+
+@contextlib.contextmanager
+def _quiet_deepspeed_import() -> Iterator[None]:
+    """Drop DeepSpeed's "Setting accelerator to CPU" warning while ``save_pretrained`` runs.
+
+    Where DeepSpeed is installed, transformers' ``save_pretrained`` imports it (accelerate's
+    unwrapping checks for a ``DeepSpeedEngine``), and DeepSpeed warns on import when it finds no
+    GPU: on every torch-backend run on a CPU, though nothing of DeepSpeed is used.
+    """
+    notice = _NoDeepSpeedCPUNotice()
+    logger = logging.getLogger("DeepSpeed")  # the name DeepSpeed's own logger is created with
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
+def export_policy(policy: Any, tokenizer: Any, directory: Path, weights: dict[str, Any]) -> None:
+    """``policy`` (with ``weights``) and ``tokenizer`` as a transformers model directory, which
+    ``agentgym.models.load`` reads; no progress bars, no DeepSpeed notice."""
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with _quiet_deepspeed_import():
+            policy.save_pretrained(directory, state_dict=weights)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    if hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(directory)

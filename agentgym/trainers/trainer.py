@@ -332,17 +332,7 @@ class Trainer:
 
     def _export_policy(self, directory: Path, weights: dict[str, Tensor]) -> None:
         """The policy as a transformers model directory (``agentgym.models.load`` reads it)."""
-        from transformers.utils import logging as hf_logging
-
-        bar = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            self.module.policy.save_pretrained(directory, state_dict=weights)
-        finally:
-            if bar:
-                hf_logging.enable_progress_bar()
-        if hasattr(self.tokenizer, "save_pretrained"):
-            self.tokenizer.save_pretrained(directory)
+        checkpoint.export_policy(self.module.policy, self.tokenizer, directory, weights)
 
     def _trainer_state(self) -> dict[str, Any]:
         state = {"step": self.step_count, "state": self.state, "sampler": self.sampler}

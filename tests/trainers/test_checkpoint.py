@@ -100,6 +100,25 @@ def test_a_checkpoint_is_a_loadable_policy_directory(tmp_path):
         assert torch.equal(model.state_dict()[name], tensor), name
 
 
+def test_a_torch_checkpoint_prints_no_deepspeed_notice(tmp_path):
+    """Where DeepSpeed is installed, transformers' save_pretrained imports it, and on a machine
+    without a GPU it warned "Setting accelerator to CPU" on every torch-backend run. A fresh
+    process: DeepSpeed warns once per process, on import."""
+    script = (
+        "import sys\n"
+        "from agentgym import models\n"
+        "from agentgym.trainers import make\n"
+        f"make('grpo', policy=models.load(seed=0)).save({str(tmp_path / 'ckpt')!r})\n"
+        "print('deepspeed imported:', 'deepspeed' in sys.modules)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Setting accelerator" not in run.stdout + run.stderr
+    assert (tmp_path / "ckpt" / "config.json").is_file()
+
+
 def test_a_failed_save_publishes_nothing_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     trainer = trainer_for("grpo")
     path = trainer.save(tmp_path / "ckpt")
