@@ -20,14 +20,16 @@ A programmer's mistake is an exception from this tree; a model's mistake is neve
         ├── EnvStateError           an env used out of order (step before reset, after close)
         ├── EnvDefinitionError      an env class that implements neither style (also a TypeError)
         ├── DynamicSamplingExhausted  DAPO dynamic sampling hit its cap on sampling rounds
+        ├── NoTrainableEpisodes     training steps in a row dropped every episode (also a
+        │                           RuntimeError); the message counts the causes
         ├── SandboxFileError        a sandbox file op failed (missing, outside the work dir)
         └── InfraError              something outside the process failed (sandbox, server)
             ├── DeadlineExceeded    an await ran past its deadline
             └── SandboxError        a sandbox backend failed (daemon gone, container died)
                 └── SandboxUnavailable  a backend cannot run here (no daemon, no image, no SDK)
 
-Warnings: ``AgentGymWarning`` and its children ``PluginWarning``, ``SandboxIsolationWarning``
-and ``AgentGymDeprecationWarning`` (also a ``DeprecationWarning``).
+Warnings: ``AgentGymWarning`` and its children ``PluginWarning``, ``SandboxIsolationWarning``,
+``NoLearningSignalWarning`` and ``AgentGymDeprecationWarning`` (also a ``DeprecationWarning``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ __all__ = [
     "EnvStateError",
     "Error",
     "InfraError",
+    "NoLearningSignalWarning",
+    "NoTrainableEpisodes",
     "PluginWarning",
     "RegistryError",
     "SandboxError",
@@ -145,6 +149,16 @@ class DynamicSamplingExhausted(Error, RuntimeError):
         )
 
 
+class NoTrainableEpisodes(Error, RuntimeError):
+    """Training steps in a row had no episode to train on: every one was dropped (an
+    infrastructure failure, an exception in the env's code, ...). ``causes`` counts the dropped
+    episodes by cause; the message names them and the fix."""
+
+    def __init__(self, message: str, *, steps: int, causes: dict[str, int]) -> None:
+        self.steps, self.causes = steps, causes
+        super().__init__(message)
+
+
 class InfraError(Error):
     """Something outside the process failed; trainers drop such samples (``infra_error``)."""
 
@@ -164,6 +178,10 @@ class AgentGymWarning(UserWarning):
 class AgentGymDeprecationWarning(AgentGymWarning, DeprecationWarning):
     """An old spelling that still works (a renamed argument or flag); the message names the new
     one. Raised by ``agentgym.core.deprecation.warn_deprecated``."""
+
+
+class NoLearningSignalWarning(AgentGymWarning):
+    """A training step had nothing to learn from: every group's rewards were equal."""
 
 
 class PluginWarning(AgentGymWarning):
