@@ -16,6 +16,7 @@ import numpy as np
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError
+from agentgym.core.parsing import call_format
 from agentgym.core.tools import clip
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.validate import integer, real, seconds
@@ -47,6 +48,8 @@ element per line, with an id in brackets for those you can act on, e.g. [12] but
 Answer each turn with exactly one action: {grammar.GRAMMAR}.
 Write the action alone (or in a ``` block), or call the tool of the same name. When the task is \
 done, call stop with the answer if the task asks for one, else stop("")."""
+TEXT_RULES = RULES.replace(", or call the tool of the same name", "")
+"""The rules of ``WebEnv(tool=False)``: actions as text only."""
 
 
 @dataclass
@@ -76,7 +79,8 @@ class WebEnv(AgentEnv):
         state (:mod:`agentgym.envs.web.checks`).
 
     Observation:
-        On reset, a system message with the rules and a user message with the task and the page;
+        On reset, a system message with the rules (with tools, how to write a tool call in the
+        ``tool_parser`` format) and a user message with the task and the page;
         each step, the page after the action (a tool message answering the call, or a user
         message for a text action). The page is the URL, the focused element, the last action's
         error and the visible elements, one per line (``[12] button "Add to cart"``; ids are
@@ -149,7 +153,9 @@ class WebEnv(AgentEnv):
     ``truncation_reason``, ``infra_error``, ``error``, ``screenshot``.
 
     Version history:
-        v0: first version.
+        v0: first version. Before the first release, the rules say how to write a tool call in
+        text (``agentgym.core.parsing.call_format``), and with ``tool=False`` no longer offer a
+        tool; wording only, no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -183,6 +189,7 @@ class WebEnv(AgentEnv):
             tool_parser=tool_parser,
             render_mode=render_mode,
         )
+        self.rules = f"{RULES} {call_format(tool_parser)}".strip() if self.tool else TEXT_RULES
         self.site: Site = make_site(site, start_url, tasks)
         self._tasks = tuple(self.site.tasks())
         if not self._tasks:
@@ -242,7 +249,7 @@ class WebEnv(AgentEnv):
         else:
             page_text = self._page_text(episode, None)
             self._add_view_info(episode, info)
-        observation = (system(RULES), user(f"Task: {task.instruction}\n\n{page_text}"))
+        observation = (system(self.rules), user(f"Task: {task.instruction}\n\n{page_text}"))
         return observation, info
 
     async def astep(self, action: Action) -> StepResult:

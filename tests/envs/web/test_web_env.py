@@ -11,6 +11,7 @@ import pytest
 import agentgym
 from agentgym.core.errors import ConfigError, EnvStateError
 from agentgym.core.info import problems
+from agentgym.core.parsing import call_format
 from agentgym.envs.web.actions import WebAction, parse
 from agentgym.utils import check_env
 
@@ -103,6 +104,14 @@ def test_text_only_env_refuses_tool_calls(make_env: Any) -> None:
                                       "</tool_call>")
     assert info["invalid_action"] is True
     assert "tools are off" in observation[0]["content"]
+
+
+def test_the_rules_say_how_to_write_a_tool_call(make_env: Any) -> None:
+    rules = make_env(tool_parser="pythonic").reset(seed=0, options={"task_id": "press"})[0][0]
+    assert rules["role"] == "system"
+    assert rules["content"].endswith(call_format("pythonic"))
+    text_only = make_env(tool=False).reset(seed=0, options={"task_id": "press"})[0][0]
+    assert "tool" not in text_only["content"]  # it offered "the tool of the same name"
 
 
 def test_max_steps_truncates(make_env: Any) -> None:
