@@ -43,6 +43,11 @@ def _last_elapsed(path: Path) -> float:
 
 
 def _bar_text(metrics: dict[str, float]) -> str:
+    if "empty_steps" in metrics:  # no update: every episode of the step was dropped
+        kinds = [f"{k.removeprefix('dropped/')} {v:.0f}" for k, v in metrics.items()
+                 if k.startswith("dropped/")]  # fmt: skip
+        dropped = metrics.get("dropped_episodes", 0.0)
+        return f"nothing to train on: all {dropped:.0f} episodes dropped ({', '.join(kinds)})"
     parts = [
         f"{label} {fmt.format(metrics[key])}" for label, key, fmt in _BAR_FIELDS if key in metrics
     ]

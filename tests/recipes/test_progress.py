@@ -50,6 +50,17 @@ def test_without_a_terminal_each_update_logs_one_flushed_line(tmp_path):
     assert "\x1b[" not in stream.getvalue()  # no terminal control codes in a log file
 
 
+def test_a_step_with_nothing_to_train_on_says_why(tmp_path):
+    stream = io.StringIO()
+    empty = {"step": 0.0, "empty_steps": 1.0, "dropped_episodes": 8.0, "dropped_groups": 2.0,
+             "dropped/infra": 6.0, "dropped/env": 2.0}  # fmt: skip
+    with RunMonitor(tmp_path, total_steps=3, stream=stream, plot_every=100) as monitor:
+        monitor(empty)
+    line = stream.getvalue().splitlines()[1]
+    said = "nothing to train on: all 8 episodes dropped (infra 6, env 2)"
+    assert line.startswith(f"update 0/3  {said}")
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
