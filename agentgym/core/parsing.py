@@ -23,7 +23,15 @@ from typing import Any
 
 from agentgym.core.errors import UnknownParserError
 from agentgym.core.suggest import did_you_mean
-from agentgym.core.types import Action, Message, ToolCall, assistant, tool_call
+from agentgym.core.types import (
+    Action,
+    Message,
+    ToolCall,
+    action_text,
+    assistant,
+    is_turn,
+    tool_call,
+)
 
 __all__ = [
     "MalformedCall",
@@ -253,8 +261,7 @@ register_parser(
 
 
 def _parse_structured(message: Message, id_prefix: str) -> ParsedAction:
-    content = message.get("content")
-    result = ParsedAction(content=content if isinstance(content, str) else "")
+    result = ParsedAction(content=action_text(message))
     calls: Any = message.get("tool_calls")
     if not isinstance(calls, list):
         error = "tool_calls must be a list"
@@ -281,13 +288,10 @@ def parse_action(
     parses as one malformed call.
     """
     parse = get_parser(parser) if isinstance(parser, str) else parser
-    if isinstance(action, str):
-        return parse(action, id_prefix)
-    if isinstance(action, dict) and action.get("role", "assistant") == "assistant":
-        if action.get("tool_calls"):
-            return _parse_structured(action, id_prefix)  # type: ignore[arg-type]
-        content = action.get("content")
-        return parse(content if isinstance(content, str) else "", id_prefix)
+    if isinstance(action, dict) and is_turn(action) and action.get("tool_calls"):
+        return _parse_structured(action, id_prefix)  # type: ignore[arg-type]
+    if is_turn(action):
+        return parse(action_text(action), id_prefix)
     return ParsedAction(
         "",
         malformed=[

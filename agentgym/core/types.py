@@ -7,6 +7,7 @@ Messages are plain dicts in the OpenAI chat shape so that they pickle, cross pro
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -76,6 +77,33 @@ def as_assistant_message(action: Action) -> Message:
     if isinstance(action, str):
         return assistant(action)
     return action
+
+
+def is_turn(action: object) -> bool:
+    """Whether ``action`` is a model turn: text, or an assistant message dict (a dict without
+    ``role`` counts as one). Anything else is garbage an env answers as a malformed action."""
+    if isinstance(action, str):
+        return True
+    return isinstance(action, dict) and action.get("role", "assistant") == "assistant"
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's text: its ``content`` when a string, the text parts of a content list joined,
+    ``""`` for none (``None``, only ``tool_calls``)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def action_text(action: object) -> str:
+    """The text of an action, the one reading every env and scaffold uses: a string itself, an
+    assistant message's ``message_text``, ``""`` for anything that is not a turn."""
+    if isinstance(action, str):
+        return action
+    return message_text(action) if isinstance(action, dict) and is_turn(action) else ""
 
 
 @dataclass

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentgym.core.errors import ConfigError
-from agentgym.core.types import Action, Message, Observation, Turn, user
+from agentgym.core.types import Action, Observation, Turn, message_text, user
 
-__all__ = ["SUMMARY", "EpisodeMemory", "MemoryScaffold", "message_text"]
+__all__ = ["SUMMARY", "EpisodeMemory", "MemoryScaffold"]
 
 SUMMARY = "summary"
 """The optional step ``info`` key of an env's own summary of the episode so far (a ``str``)."""
@@ -115,16 +115,6 @@ class MemoryScaffold:
         if len(text) <= self.excerpt_chars:
             return text
         return text[: self.excerpt_chars - 3].rstrip() + "..."
-
-
-def message_text(message: Message) -> str:
-    """A message's text: its content (the text parts of a content list; ``""`` for none)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
 
 
 def _count(n: int, noun: str) -> str:

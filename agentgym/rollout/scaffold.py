@@ -35,9 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentgym.core.errors import ConfigError
 from agentgym.core.parsing import parse_pythonic
-from agentgym.core.types import Action, Observation, system, user
+from agentgym.core.types import Action, Observation, message_text, system, user
 from agentgym.rollout.memory import EpisodeMemory, MemoryScaffold
-from agentgym.rollout.memory import message_text as _text
 
 __all__ = [
     "SCAFFOLDS",
@@ -145,13 +144,13 @@ class ReActScaffold:
         messages = list(observation)
         if messages and messages[0].get("role") == "system":
             first = messages[0]
-            messages[0] = system(f"{_text(first)}\n\n{self.instructions}")
+            messages[0] = system(f"{message_text(first)}\n\n{self.instructions}")
         else:
             messages.insert(0, system(self.instructions))
         return tuple(messages)
 
     def step_messages(self, observation: Observation, info: Mapping[str, Any]) -> Observation:
-        texts = [_text(m) for m in observation]
+        texts = [message_text(m) for m in observation]
         return (user("Observation: " + "\n".join(t for t in texts if t)),)
 
     def action(self, text: str) -> Action:

@@ -1,15 +1,22 @@
-"""Message constructors, actions as messages, and the Episode's derived properties."""
+"""Message constructors, actions as messages and their text, and the Episode's derived
+properties."""
 
 from __future__ import annotations
 
 import json
 import pickle
+from typing import Any
+
+import pytest
 
 from agentgym.core import (
     Episode,
     Turn,
+    action_text,
     as_assistant_message,
     assistant,
+    is_turn,
+    parse_action,
     system,
     tool_call,
     tool_message,
@@ -49,6 +56,32 @@ def test_as_assistant_message_wraps_text_and_passes_dicts_through() -> None:
     assert as_assistant_message("go left") == {"role": "assistant", "content": "go left"}
     message = assistant(None, [tool_call("c", "f", {})])
     assert as_assistant_message(message) is message
+
+
+PARTS = [{"type": "text", "text": "go "}, {"type": "image"}, {"type": "text", "text": "left"}]
+TURNS: list[tuple[Any, str]] = [
+    ("go left", "go left"),
+    ({"role": "assistant", "content": "go left"}, "go left"),
+    ({"content": "go left"}, "go left"),  # a dict without a role is an assistant turn
+    (assistant(None, [tool_call("c", "move", {"direction": "left"})]), ""),
+    (assistant("go left", [tool_call("c", "move", {"direction": "left"})]), "go left"),
+    ({"role": "assistant", "content": PARTS}, "go left"),  # OpenAI content parts
+]
+NOT_TURNS: list[Any] = [{"role": "user", "content": "go left"}, None, 7, ["go left"]]
+
+
+@pytest.mark.parametrize(("action", "text"), TURNS)
+def test_action_text_reads_every_form_of_a_turn(action: Any, text: str) -> None:
+    assert is_turn(action)
+    assert action_text(action) == text
+    assert parse_action(action).content == text  # the parser reads the same text
+
+
+@pytest.mark.parametrize("action", NOT_TURNS)
+def test_anything_else_is_no_turn_and_has_no_text(action: Any) -> None:
+    assert not is_turn(action)
+    assert action_text(action) == ""
+    assert parse_action(action).malformed  # answered as a malformed action
 
 
 def _turn(

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import SandboxError
-from agentgym.core.types import Action, Observation, system, user
+from agentgym.core.types import Action, Observation, action_text, system, user
 from agentgym.envs.code.grader import GradeResult, grade
 from agentgym.envs.code.tasks import CodeTask, load_tasks
 from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
@@ -166,7 +166,7 @@ class CodeEnv(AgentEnv):
         episode = self._episode
         assert episode is not None  # AgentEnv refuses a step before a reset
         episode.attempts += 1
-        code = last_code_block(_text_of(action))
+        code = last_code_block(action_text(action))
         result = None if code is None else await self._grade(episode.task, code)
         success = result is not None and result.all_passed
         infra = result is not None and result.infra_error is not None
@@ -213,15 +213,6 @@ class CodeEnv(AgentEnv):
         if self.reward_mode == "fraction":
             return result.passed / result.total
         return 1.0 if result.all_passed else 0.0
-
-
-def _text_of(action: Action) -> str:
-    if isinstance(action, str):
-        return action
-    if isinstance(action, dict) and action.get("role", "assistant") == "assistant":
-        content = action.get("content")
-        return content if isinstance(content, str) else ""
-    return ""
 
 
 def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> dict[str, Any]:

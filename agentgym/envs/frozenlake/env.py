@@ -13,7 +13,15 @@ from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError
 from agentgym.core.parsing import MalformedCall, ParsedAction, ParsedCall
 from agentgym.core.tools import Tool
-from agentgym.core.types import Action, Message, Observation, system, tool_message, user
+from agentgym.core.types import (
+    Action,
+    Message,
+    Observation,
+    is_turn,
+    system,
+    tool_message,
+    user,
+)
 from agentgym.envs.frozenlake.maps import (
     NUM_TASKS,
     Map,
@@ -307,7 +315,7 @@ class FrozenLakeEnv(AgentEnv):
         return self.sizes[int(self.np_random.integers(len(self.sizes)))]
 
     async def _read(self, action: Action) -> _Reading:
-        if not _is_turn(action):
+        if not is_turn(action):
             reason = "the action is not text or an assistant message"
             return _Reading(None, errors=(user(invalid_text(reason)),))
         parsed = self.parse(action)
@@ -380,13 +388,6 @@ def _state(episode: _Episode) -> str:
     """The situation's id: the map and the player's square (equal ids, equal futures)."""
     row, col = episode.position
     return f"{format_map(episode.rows)}@{row},{col}"
-
-
-def _is_turn(action: object) -> bool:
-    """Whether ``action`` is text or an assistant message dict (what the parser can read)."""
-    if isinstance(action, dict):
-        return action.get("role", "assistant") == "assistant"
-    return isinstance(action, str)
 
 
 def _with_hint(message: Message, hint: str) -> Message:

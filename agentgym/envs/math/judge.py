@@ -16,7 +16,7 @@ import numpy as np
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ACTION_CHOICES, SUCCESS, TASK_ID
 from agentgym.core.multiagent import MultiAgentEnv
-from agentgym.core.types import Action, Observation, as_assistant_message, system, user
+from agentgym.core.types import Action, Observation, action_text, as_assistant_message, system, user
 from agentgym.envs.math.env import MathEnv
 from agentgym.envs.validate import real
 
@@ -41,8 +41,8 @@ def read_verdict(action: Action | None) -> str | None:
     inside a sentence or followed by more text, an empty reply)."""
     if action is None:
         return None
-    text = as_assistant_message(action).get("content") or ""
-    if not isinstance(text, str) or len(_MENTION_RE.findall(text)) != 1:
+    text = action_text(action)
+    if len(_MENTION_RE.findall(text)) != 1:
         return None
     lines = [line for line in text.splitlines() if line.strip()]
     found = _LINE_RE.fullmatch(lines[-1]) if lines else None
@@ -169,7 +169,7 @@ class MathSolverJudgeEnv(MultiAgentEnv):
 
     async def _solve(self, action: Action | None) -> None:
         message = as_assistant_message(action if action is not None else "")
-        self.answer = str(message.get("content") or "")
+        self.answer = action_text(message)
         _, reward, _, _, info = await self.math.astep(message)
         self.grade = {**info, "reward": reward}
         self.tell("judge", system(JUDGE_RULES), user(self._case()))

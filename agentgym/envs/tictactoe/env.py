@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ACTION_CHOICES, SUCCESS
 from agentgym.core.multiagent import MultiAgentEnv
-from agentgym.core.types import Action, as_assistant_message, system, user
+from agentgym.core.types import Action, action_text, system, user
 from agentgym.envs.tictactoe.players import winner
 from agentgym.envs.validate import integer, real
 
@@ -32,7 +32,7 @@ def show(board: str) -> str:
 
 def read_move(action: Action) -> int | None:
     """The cell (0-8) of an action: the last fenced block, or text that is only a digit."""
-    text = as_assistant_message(action).get("content") or ""
+    text = action_text(action)
     blocks = _FENCE_RE.findall(text)
     found = _BARE_RE.fullmatch(blocks[-1] if blocks else text)
     return int(found.group(1)) - 1 if found else None

@@ -18,7 +18,7 @@ from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError
 from agentgym.core.parsing import call_format
 from agentgym.core.tools import clip
-from agentgym.core.types import Action, Observation, system, user
+from agentgym.core.types import Action, Observation, is_turn, system, user
 from agentgym.envs.validate import integer, real, seconds
 from agentgym.envs.web import actions as grammar
 from agentgym.envs.web.arguments import flag, make_site, viewport_size
@@ -34,7 +34,7 @@ from agentgym.envs.web.browser import (
 )
 from agentgym.envs.web.observe import Node, PageView, read_page, render, screenshot
 from agentgym.envs.web.site import Evaluation, Site, WebTask
-from agentgym.envs.web.turns import Reading, is_turn, read_turn
+from agentgym.envs.web.turns import Reading, read_turn
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -30,13 +30,6 @@ class Reading:
         return (tool_message(content, self.call_id, self.call_name), *self.others)
 
 
-def is_turn(action: object) -> bool:
-    """Text or an assistant message dict (what the parser can read)."""
-    if isinstance(action, dict):
-        return action.get("role", "assistant") == "assistant"
-    return isinstance(action, str)
-
-
 def read_turn(parsed: ParsedAction, tools: bool) -> Reading:
     """The action of a parsed turn: its one tool call, else the grammar read from its text."""
     if not parsed.has_calls:
