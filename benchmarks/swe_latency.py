@@ -70,7 +70,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     golds = {t.instance_id: as_action(gold_tool_calls(t)) for t in tasks}
     modes = args.modes
     backends = {mode: make_backend(mode) for mode in modes}
-    envs = {m: SWEEnv(instances=args.instances, backend=b) for m, b in backends.items()}
+    envs = {m: SWEEnv(tasks=args.instances, backend=b) for m, b in backends.items()}
     samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     try:
         for mode in modes:  # untimed: images built, pools started, checkouts cached

@@ -229,7 +229,7 @@ def tasks_file(tmp_path: Path) -> str:
 
 
 def test_stdio_tasks_compare_normalised_output(tasks_file: str) -> None:
-    env = gym.make("agentgym/Code-v0", data=tasks_file)
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file)
     try:
         assert play(env, "sum", fenced("a, b = map(int, input().split())\nprint(a + b)"))[0] == 1.0
         wrong = "a, b = map(int, input().split())\nprint(a + b if a else 99, '  ')"
@@ -242,7 +242,7 @@ def test_stdio_tasks_compare_normalised_output(tasks_file: str) -> None:
 
 
 def test_fraction_reward_counts_passing_tests(tasks_file: str) -> None:
-    env = gym.make("agentgym/Code-v0", data=tasks_file, reward="fraction")
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, reward="fraction")
     try:
         # right unless a == 5 or a == 0: two of the four cases pass
         code = "a, b = map(int, input().split())\nprint(a + b + (a in (0, 5)))"
@@ -303,7 +303,7 @@ def test_seed_picks_the_same_task() -> None:
         {"timeout": float("inf")},
         {"max_attempts": 0},
         {"memory_mb": True},
-        {"data": "/nonexistent.jsonl"},
+        {"tasks": "/nonexistent.jsonl"},
     ],
 )
 def test_bad_arguments_raise_config_error(kwargs: dict[str, Any]) -> None:

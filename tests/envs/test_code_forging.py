@@ -350,7 +350,7 @@ def test_plain_values_of_every_type_pass(tasks_file: str, backend: str) -> None:
         "def make():\n    return {1: (2.5, b'x', {3}, frozenset({4}), None, True, 2**100, 1+2j),"
         " 'k': [float('inf'), -0.0, 'é']}"
     )
-    env = gym.make("agentgym/Code-v0", data=tasks_file, sandbox=backend)
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, sandbox=backend)
     try:
         assert play(env, "types", answer)[0] == 1.0
         assert play(env, "types", "def make():\n    return {1: (2.5,), 'k': []}")[0] == 0.0
@@ -364,7 +364,7 @@ def test_exceptions_come_back_as_builtin_types(tasks_file: str) -> None:
         "def root(x):\n    if x < 0: raise Negative('negative', x)\n    return x ** 0.5\n"
         "def lookup():\n    class Missing(KeyError): pass\n    raise Missing('k')\n"
     )
-    env = gym.make("agentgym/Code-v0", data=tasks_file, reward="fraction")
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, reward="fraction")
     try:
         reward, info, _ = play(env, "raises", answer)
         assert (reward, info["tests_passed"]) == (1.0, 4)
@@ -382,7 +382,7 @@ def test_assert_lists_use_their_own_builtins_and_standard_modules(tasks_file: st
         "def area_list(rs):\n    return [area(r) for r in rs]\n"
     )
     cheat = "def all(x):\n    return True\nsorted = lambda x: [3.14159, 28.27433]\n"
-    env = gym.make("agentgym/Code-v0", data=tasks_file, reward="fraction")
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, reward="fraction")
     try:
         assert play(env, "asserts", answer)[0] == 1.0
         cheating = answer.replace("round(math.pi * r * r, 5)", "-1") + cheat
@@ -393,7 +393,7 @@ def test_assert_lists_use_their_own_builtins_and_standard_modules(tasks_file: st
 
 def test_a_crash_fails_one_test_and_the_next_gets_a_fresh_process(tasks_file: str) -> None:
     answer = "import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x\n"
-    env = gym.make("agentgym/Code-v0", data=tasks_file, reward="fraction")
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, reward="fraction")
     try:
         reward, info, _ = play(env, "crashes", answer)
         assert info["tests_passed"] == 2

@@ -100,7 +100,7 @@ def test_gsm8k_file_in_file_order(tmp_path: Path) -> None:
         {"question": "2+2?", "answer": "2 plus 2 is 4.\n#### 4"},
         {"question": "Big?", "answer": "...\n#### 1,000"},
     ]
-    env = gym.make("agentgym/Math-v0", data=write_jsonl(tmp_path / "gsm8k.jsonl", rows))
+    env = gym.make("agentgym/Math-v0", tasks=write_jsonl(tmp_path / "gsm8k.jsonl", rows))
     try:
         obs, info = env.reset(options={"task_id": 1})
         assert (obs[1]["content"], info["task_id"]) == ("Big?", "1")
@@ -114,18 +114,18 @@ def test_gsm8k_file_in_file_order(tmp_path: Path) -> None:
 def test_math_format_file_with_column_names(tmp_path: Path) -> None:
     rows = [{"problem": "Half of one?", "solution": "It is $\\boxed{\\frac{1}{2}}$."}]
     path = write_jsonl(tmp_path / "math.jsonl", rows)
-    env = MathEnv(data=path, question_key="problem", answer_key="solution")
+    env = MathEnv(tasks=path, question_key="problem", answer_key="solution")
     env.reset(options={"task_id": 0})
     assert env.step("\\boxed{0.5}")[1] == 1.0
     env.close()
     with pytest.raises(ConfigError, match="question_key"):
-        MathEnv(data=path)  # the default columns are not there
+        MathEnv(tasks=path)  # the default columns are not there
 
 
 def test_parquet_file(tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"question": ["1+1?"], "answer": ["2"]}), path)
-    env = MathEnv(data=str(path))
+    env = MathEnv(tasks=str(path))
     env.reset(options={"task_id": 0})
     assert env.step("\\boxed{2}")[1] == 1.0
     env.close()
@@ -173,7 +173,7 @@ def test_saved_dataset_directory_in_shard_order(tmp_path: Path) -> None:
     questions = [f"{i}+{i}?" for i in range(5)]
     columns = {"question": questions, "answer": [f"...\n#### {2 * i}" for i in range(5)]}
     save_dataset(tmp_path / "ds", columns, "test", shards=2)
-    env = gym.make("agentgym/Math-v0", data=str(tmp_path / "ds"))
+    env = gym.make("agentgym/Math-v0", tasks=str(tmp_path / "ds"))
     try:
         expected = [(str(i), f"{i}+{i}?", str(2 * i)) for i in range(5)]
         assert questions_and_answers(env.unwrapped) == expected
@@ -182,7 +182,7 @@ def test_saved_dataset_directory_in_shard_order(tmp_path: Path) -> None:
     finally:
         env.close()
     with pytest.raises(ConfigError, match="split 'test'"):
-        MathEnv(data=str(tmp_path / "ds"), split="train")
+        MathEnv(tasks=str(tmp_path / "ds"), split="train")
 
 
 def test_dataset_dict_directory_picks_the_split(tmp_path: Path) -> None:
@@ -192,15 +192,15 @@ def test_dataset_dict_directory_picks_the_split(tmp_path: Path) -> None:
     save_dataset(root / "test", test, "test")
     (root / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
     keys = {"question_key": "problem", "answer_key": "solution"}
-    env = MathEnv(data=str(root), **keys)  # default: the test split
+    env = MathEnv(tasks=str(root), **keys)  # default: the test split
     assert questions_and_answers(env) == [("0", "A?", "\\frac{1}{2}"), ("1", "B?", "3")]
     assert boxed_scores(env, 0, "0.5") == 1.0
     env.close()
-    train = MathEnv(data=str(root), split="train", **keys)
+    train = MathEnv(tasks=str(root), split="train", **keys)
     assert questions_and_answers(train) == [("0", "Train?", "1")]
     train.close()
     with pytest.raises(ConfigError, match=r"split='validation'.*\['test', 'train'\]"):
-        MathEnv(data=str(root), split="validation", **keys)
+        MathEnv(tasks=str(root), split="validation", **keys)
 
 
 def test_gsm8k_like_hub_snapshot(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_gsm8k_like_hub_snapshot(tmp_path: Path) -> None:
             (tmp_path / config).mkdir(exist_ok=True)
             pq.write_table(pa.table(rows), tmp_path / config / f"{split}-00000-of-00001.parquet")
     (tmp_path / "README.md").write_text("# gsm8k")
-    env = gym.make("agentgym/Math-v0", data=str(tmp_path / "main"))
+    env = gym.make("agentgym/Math-v0", tasks=str(tmp_path / "main"))
     try:
         assert questions_and_answers(env.unwrapped) == [
             (str(i), f"main test {i}?", str(40 + i)) for i in range(3)
@@ -222,11 +222,11 @@ def test_gsm8k_like_hub_snapshot(tmp_path: Path) -> None:
         assert boxed_scores(env, 1, "42") == 0.0
     finally:
         env.close()
-    train = MathEnv(data=str(tmp_path / "main"), split="train")
+    train = MathEnv(tasks=str(tmp_path / "main"), split="train")
     assert [t.answer for t in train.tasks] == ["140", "141", "142"]
     train.close()
     with pytest.raises(ConfigError, match="several folders"):
-        MathEnv(data=str(tmp_path))  # main/ and socratic/ both hold a test split
+        MathEnv(tasks=str(tmp_path))  # main/ and socratic/ both hold a test split
 
 
 def test_snapshot_shards_are_read_in_sorted_order(tmp_path: Path) -> None:
@@ -235,10 +235,10 @@ def test_snapshot_shards_are_read_in_sorted_order(tmp_path: Path) -> None:
     write_jsonl(data / "train-00001-of-00002.jsonl", [{"question": "second?", "answer": "2"}])
     write_jsonl(data / "train-00000-of-00002.jsonl", [{"question": "first?", "answer": "1"}])
     write_jsonl(data / "validation.jsonl", [{"question": "val?", "answer": "9"}])
-    env = MathEnv(data=str(tmp_path))  # no test split: train
+    env = MathEnv(tasks=str(tmp_path))  # no test split: train
     assert questions_and_answers(env) == [("0", "first?", "1"), ("1", "second?", "2")]
     env.close()
-    assert [t.answer for t in MathEnv(data=str(tmp_path), split="validation").tasks] == ["9"]
+    assert [t.answer for t in MathEnv(tasks=str(tmp_path), split="validation").tasks] == ["9"]
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_unusable_dataset_directories_raise_config_error(
     elif layout == "none":
         data = None
     with pytest.raises(ConfigError, match=match):
-        MathEnv(data=data, **kwargs)
+        MathEnv(tasks=data, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -279,7 +279,7 @@ def test_unusable_dataset_directories_raise_config_error(
         {"answer_format": "latex"},
         {"grade_timeout": 0},
         {"python_tool": "yes"},
-        {"data": "/nonexistent.jsonl"},
+        {"tasks": "/nonexistent.jsonl"},
     ],
 )
 def test_bad_arguments_raise_config_error(kwargs: dict[str, Any]) -> None:

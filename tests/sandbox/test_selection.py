@@ -90,7 +90,7 @@ def test_auto_takes_bubblewrap_where_it_runs_without_asking_docker(
     calls = probes(bwrap=None, docker=NO_DOCKER)
     _host_ok(monkeypatch)
     assert resolve_sandbox("auto") == "local"
-    assert CodeEnv(data=echo_task).backend == "local"
+    assert CodeEnv(tasks=echo_task).backend == "local"
     assert _math_env(python_tool=True).backend == "local"
     assert make_backend("auto").name == "local"
     assert calls["docker"] == 0
@@ -103,7 +103,7 @@ def test_auto_takes_docker_where_bubblewrap_is_missing(
     probes(bwrap=NO_BWRAP, docker=None)
     _host_ok(monkeypatch)
     assert resolve_sandbox("auto") == "docker"
-    assert CodeEnv(data=echo_task).backend == "docker"
+    assert CodeEnv(tasks=echo_task).backend == "docker"
     assert _math_env(python_tool=True).backend == "docker"
     assert make_backend("auto").name == "docker"
     assert make_backend(None).name == "docker"
@@ -117,7 +117,7 @@ def test_docker_chosen_for_a_missing_bubblewrap_runs_the_episode(
 ) -> None:
     request.getfixturevalue("docker_pool")  # a daemon and the image, really (else skip/fail)
     monkeypatch.setattr(_bwrap, "why_not_bwrap", lambda: NO_BWRAP)
-    env = gym.make("agentgym/Code-v0", data=echo_task)
+    env = gym.make("agentgym/Code-v0", tasks=echo_task)
     try:
         env.reset(seed=0)
         _, reward, terminated, _, info = env.step(ECHO)
@@ -174,7 +174,7 @@ def test_explicit_local_and_docker_refuse_and_point_at_the_other(
     _host_ok(monkeypatch)
     for sandbox, other in (("local", "sandbox='docker'"), ("docker", "sandbox='local'")):
         with pytest.raises(SandboxUnavailable, match=other):
-            CodeEnv(data=echo_task, sandbox=sandbox)  # type: ignore[arg-type]
+            CodeEnv(tasks=echo_task, sandbox=sandbox)  # type: ignore[arg-type]
         with pytest.raises(SandboxUnavailable):
             make_backend(sandbox)
 
@@ -199,7 +199,7 @@ def test_unsafe_local_asked_for_by_name_runs_and_warns_once_per_process(
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         for _ in range(3):
-            env = gym.make("agentgym/Code-v0", data=echo_task, sandbox="unsafe-local")
+            env = gym.make("agentgym/Code-v0", tasks=echo_task, sandbox="unsafe-local")
             env.reset(seed=0)
             assert env.step(ECHO)[1] == 1.0
             env.close()
@@ -223,7 +223,7 @@ from agentgym.sandbox import LocalSandbox
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     for _ in range(4):
-        gym.make("agentgym/Code-v0", data=%r, sandbox="unsafe-local").close()
+        gym.make("agentgym/Code-v0", tasks=%r, sandbox="unsafe-local").close()
         run_sync(LocalSandbox(isolation="none").close())
 print(sum(issubclass(w.category, SandboxIsolationWarning) for w in seen))
 """
@@ -340,7 +340,7 @@ def test_the_default_is_isolated_here_and_its_programs_cannot_escape(
     if REQUIRED:  # CI installs bubblewrap: the default must take it
         assert chosen == "local"
     port, accepted = listener
-    env = gym.make("agentgym/Code-v0", data=_escape_task(tmp_path))
+    env = gym.make("agentgym/Code-v0", tasks=_escape_task(tmp_path))
     try:
         assert env.unwrapped.backend == chosen
         reward = _try_escape(env, host_folder, port)
@@ -358,7 +358,7 @@ def test_the_escape_check_catches_an_unisolated_program(
     port, accepted = listener
     folder = host_folder
     with pytest.warns(SandboxIsolationWarning):
-        env = gym.make("agentgym/Code-v0", data=_escape_task(tmp_path), sandbox="unsafe-local")
+        env = gym.make("agentgym/Code-v0", tasks=_escape_task(tmp_path), sandbox="unsafe-local")
     try:
         reward = _try_escape(env, folder, port)
     finally:

@@ -92,7 +92,7 @@ class CodeEnv(AgentEnv):
         network), with a ``SandboxIsolationWarning`` once per process.
 
     Arguments:
-        data: ``None`` for HumanEval, or the path of a JSONL file of tasks.
+        tasks: ``None`` for HumanEval, or the path of a JSONL file of tasks.
         reward: ``"all"`` (all tests must pass) or ``"fraction"`` (fraction of tests passed).
         sandbox: ``"auto"`` (bubblewrap, else Docker, else ``SandboxUnavailable``), ``"local"``
             (bubblewrap or refuse), ``"docker"`` (agentgym's Python image; ``pip install
@@ -104,6 +104,7 @@ class CodeEnv(AgentEnv):
         max_processes: processes and threads a run may have at once.
         max_attempts: graded turns per episode; > 1 gives failing-test feedback and revisions.
         render_mode: ``"ansi"`` or ``"human"``: the last observation.
+        data: the old name of ``tasks`` (a deprecation warning).
 
     Step info keys: ``task_id``, ``attempt``, ``success``, ``no_code_block``, ``tests_passed``,
     ``tests_total``, ``exit_code``, ``timed_out``, ``oom_killed``, ``stdout``, ``stderr`` (2,000
@@ -115,7 +116,8 @@ class CodeEnv(AgentEnv):
         v0: first version. Before the first release, the grader was hardened against forged
         results: return values reach the tests as plain data (a result of a class of the answer's
         own, a subclass of a builtin, a ``Counter`` or a ``namedtuple`` now fails); rewards of
-        canonical HumanEval solutions are unchanged.
+        canonical HumanEval solutions are unchanged. ``data`` renamed ``tasks``, as in every
+        family (the old name still works); no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -123,7 +125,7 @@ class CodeEnv(AgentEnv):
     def __init__(
         self,
         *,
-        data: str | None = None,
+        tasks: str | None = None,
         reward: Literal["all", "fraction"] = "all",
         sandbox: SandboxChoice = "auto",
         timeout: float = 10.0,
@@ -131,7 +133,9 @@ class CodeEnv(AgentEnv):
         max_processes: int = 64,
         max_attempts: int = 1,
         render_mode: str | None = None,
+        data: str | None = None,
     ) -> None:
+        tasks = renamed_argument("data", data, "tasks", tasks)
         super().__init__(tools=(), render_mode=render_mode)
         choice("reward", reward, ("all", "fraction"))
         self.reward_mode, self.backend = reward, resolve_sandbox(sandbox)
@@ -141,7 +145,7 @@ class CodeEnv(AgentEnv):
             processes=integer("max_processes", max_processes, 1),
         )
         self.max_attempts = integer("max_attempts", max_attempts, 1)
-        self.tasks = load_tasks(data)
+        self.tasks = load_tasks(tasks)
         self._by_id = {task.task_id: task for task in self.tasks}
         self._sandbox: Sandbox | None = None
         self._episode: _Episode | None = None

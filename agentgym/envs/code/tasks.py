@@ -83,7 +83,7 @@ def load_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
     """Tasks from a JSONL file, in file order (fields: this module's docstring)."""
     file = Path(path)
     if not file.is_file():
-        raise ConfigError("data", str(path), "is not a file", "pass the path of a .jsonl file")
+        raise ConfigError("tasks", str(path), "is not a file", "pass the path of a .jsonl file")
     tasks = []
     with file.open(encoding="utf-8") as f:
         for number, line in enumerate(f):
@@ -94,17 +94,17 @@ def load_jsonl(path: str | Path) -> tuple[CodeTask, ...]:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ConfigError(
-                    "data", str(path), f"{where} is not JSON ({e})", "fix the file"
+                    "tasks", str(path), f"{where} is not JSON ({e})", "fix the file"
                 ) from None
             tasks.append(_task_from_record(record, str(len(tasks)), where))
     if not tasks:
-        raise ConfigError("data", str(path), "holds no tasks", "add one JSON object per line")
+        raise ConfigError("tasks", str(path), "holds no tasks", "add one JSON object per line")
     return tuple(tasks)
 
 
 def _bad(where: str, rule: str) -> ConfigError:
     fix = "see agentgym.envs.code.tasks for the fields of each format"
-    return ConfigError("data", where, rule, fix)
+    return ConfigError("tasks", where, rule, fix)
 
 
 def _task_from_record(record: Any, default_id: str, where: str) -> CodeTask:
@@ -144,5 +144,5 @@ def load_tasks(data: str | None) -> tuple[CodeTask, ...]:
     if data is None:
         return humaneval_tasks()
     if not isinstance(data, str | Path):
-        raise ConfigError("data", data, "must be None or a path", "pass data='tasks.jsonl'")
+        raise ConfigError("tasks", data, "must be None or a path", "pass tasks='tasks.jsonl'")
     return load_jsonl(data)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from agentgym.core.deprecation import renamed_argument
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.core.parsing import call_format
@@ -63,7 +64,7 @@ class MathEnv(AgentEnv):
     Description:
         Tasks come from ``reasoning-gym`` generators, offline (default: a mix of arithmetic,
         chain sums, GSM-style word problems, fraction simplification, linear equations, LCM and
-        GCD; ``generators`` picks others and their difficulty), or from local data (``data``):
+        GCD; ``generators`` picks others and their difficulty), or from local data (``tasks``):
         a JSONL / Parquet file or a local Hugging Face dataset directory, in row order, with
         GSM8K (``#### 72``) and MATH (``\\boxed{}`` in the solution) answers read as
         ``agentgym.envs.math.tasks`` documents. Nothing is downloaded. ``reset(seed=s)`` draws
@@ -108,13 +109,13 @@ class MathEnv(AgentEnv):
         never executes model text.
 
     Arguments:
-        data: ``None`` for reasoning-gym tasks, a ``.jsonl`` / ``.parquet`` path, or a local
+        tasks: ``None`` for reasoning-gym tasks, a ``.jsonl`` / ``.parquet`` path, or a local
             Hugging Face dataset directory: one written by ``Dataset.save_to_disk`` /
             ``DatasetDict.save_to_disk``, or a Hub snapshot of split-named ``.parquet`` /
             ``.jsonl`` files (e.g. GSM8K's ``main/test-00000-of-00001.parquet``; pass the
             config's folder when there are several). Rules: ``agentgym.envs.math.sources``.
         split: the split of a ``DatasetDict`` or snapshot directory; ``None`` (default) takes
-            ``"test"`` if there is one, else ``"train"``. Only with a directory ``data``.
+            ``"test"`` if there is one, else ``"train"``. Only with a directory ``tasks``.
         question_key, answer_key: the file's columns (MATH: ``"problem"``, ``"solution"``).
         answer_format: ``"auto"``, ``"plain"``, ``"gsm8k"`` or ``"math"``.
         generators: reasoning-gym name -> config overrides (difficulty), e.g.
@@ -127,6 +128,7 @@ class MathEnv(AgentEnv):
         python_timeout: seconds per tool run. max_turns: turns with the tool (default 8).
         grade_timeout: seconds math-verify may take per answer.
         tool_parser: parser for tool calls written as text. render_mode: ``"ansi"``/``"human"``.
+        data: the old name of ``tasks`` (a deprecation warning).
 
     Step info keys: ``task_id``, ``turn``, ``success``, ``answer``, ``reference``, ``reason``
     (a ``Verdict`` reason, ``"tool_call"`` or ``"max_turns"``), ``grade_detail`` (why a wrong
@@ -138,7 +140,8 @@ class MathEnv(AgentEnv):
         v0: first version. Before the first release, a box that hedges between values (by any
         notation) became wrong; equal forms of the reference still score 1. With the python
         tool the system message says how to write a tool call in text
-        (``agentgym.core.parsing.call_format``); wording only, no bump.
+        (``agentgym.core.parsing.call_format``); wording only, no bump. ``data`` renamed
+        ``tasks``, as in every family (the old name still works); no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -146,7 +149,7 @@ class MathEnv(AgentEnv):
     def __init__(
         self,
         *,
-        data: str | None = None,
+        tasks: str | None = None,
         question_key: str = "question",
         answer_key: str = "answer",
         answer_format: AnswerFormat = "auto",
@@ -161,8 +164,10 @@ class MathEnv(AgentEnv):
         grade_timeout: float = 10.0,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
+        data: str | None = None,
     ) -> None:
         require_math_verify()
+        tasks = renamed_argument("data", data, "tasks", tasks)
         if not isinstance(python_tool, bool):
             raise ConfigError("python_tool", python_tool, "must be a bool", "pass True or False")
         check_sandbox(sandbox)
@@ -181,8 +186,8 @@ class MathEnv(AgentEnv):
         self.backend = resolve_sandbox(sandbox) if python_tool else sandbox
         default_turns = 8 if python_tool else 1
         self.max_turns = integer("max_turns", default_turns if max_turns is None else max_turns)
-        if data is not None:
-            self.tasks = load_file(data, question_key, answer_key, answer_format, split)
+        if tasks is not None:
+            self.tasks = load_file(tasks, question_key, answer_key, answer_format, split)
         elif split is not None:
             raise ConfigError("split", split, "applies only to a data directory", "drop split=")
         else:

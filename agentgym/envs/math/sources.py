@@ -51,11 +51,11 @@ def read_rows(data: str, split: str | None = None) -> list[Any]:
             raise ConfigError("split", split, "applies only to a dataset directory", fix)
         return file_rows(path)
     if not path.is_dir():
-        raise ConfigError("data", data, "is not a file or a directory", f"pass {_LAYOUTS}")
+        raise ConfigError("tasks", data, "is not a file or a directory", f"pass {_LAYOUTS}")
     if (path / "dataset_dict.json").is_file():
         splits = _json(path / "dataset_dict.json", data).get("splits")
         if not isinstance(splits, list):
-            raise ConfigError("data", data, "dataset_dict.json lists no 'splits'", _RESAVE)
+            raise ConfigError("tasks", data, "dataset_dict.json lists no 'splits'", _RESAVE)
         chosen = _pick_split([str(s) for s in splits], split, data)
         return _saved_dataset_rows(path / chosen, None, data)
     if (path / "state.json").is_file():
@@ -75,7 +75,7 @@ def file_rows(path: Path) -> list[Any]:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as e:
                     rule = f"line {number + 1} is not JSON ({e})"
-                    raise ConfigError("data", str(path), rule, "fix the file") from None
+                    raise ConfigError("tasks", str(path), rule, "fix the file") from None
     return rows
 
 
@@ -95,9 +95,9 @@ def _json(path: Path, data: str) -> dict[str, Any]:
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise ConfigError("data", data, f"{path.name} is not readable JSON ({e})", _RESAVE) from e
+        raise ConfigError("tasks", data, f"{path.name} is not readable JSON ({e})", _RESAVE) from e
     if not isinstance(loaded, dict):
-        raise ConfigError("data", data, f"{path.name} is not a JSON object", _RESAVE)
+        raise ConfigError("tasks", data, f"{path.name} is not a JSON object", _RESAVE)
     return loaded
 
 
@@ -116,7 +116,7 @@ def _pick_split(available: list[str], split: str | None, data: str) -> str:
 def _saved_dataset_rows(folder: Path, split: str | None, data: str) -> list[Any]:
     """A ``Dataset.save_to_disk`` folder: its Arrow stream files in ``state.json`` order."""
     if not (folder / "state.json").is_file():
-        raise ConfigError("data", data, f"{folder} has no state.json", _RESAVE)
+        raise ConfigError("tasks", data, f"{folder} has no state.json", _RESAVE)
     state = _json(folder / "state.json", data)
     recorded = state.get("_split")
     if split is not None and recorded is not None and split != recorded:
@@ -125,7 +125,7 @@ def _saved_dataset_rows(folder: Path, split: str | None, data: str) -> list[Any]
     files = state.get("_data_files")
     ok = isinstance(files, list) and all(isinstance(f, dict) and "filename" in f for f in files)
     if not ok or not files:
-        raise ConfigError("data", data, "state.json lists no '_data_files'", _RESAVE)
+        raise ConfigError("tasks", data, "state.json lists no '_data_files'", _RESAVE)
     ipc, rows = _pyarrow("ipc"), []
     for entry in files:
         arrow = folder / str(entry["filename"])
@@ -134,7 +134,7 @@ def _saved_dataset_rows(folder: Path, split: str | None, data: str) -> list[Any]
                 rows.extend(reader.read_all().to_pylist())
         except (OSError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
             rule = f"{arrow} is not a readable Arrow stream file ({e})"
-            raise ConfigError("data", data, rule, _RESAVE) from e
+            raise ConfigError("tasks", data, rule, _RESAVE) from e
     return rows
 
 
@@ -158,7 +158,7 @@ def _snapshot_rows(root: Path, split: str | None, data: str) -> list[Any]:
         and not any(part.startswith(".") for part in p.relative_to(root).parts)
     )
     if not files:
-        raise ConfigError("data", data, "matches no dataset layout", f"pass {_LAYOUTS}")
+        raise ConfigError("tasks", data, "matches no dataset layout", f"pass {_LAYOUTS}")
     available = sorted({_split_of(p.name) for p in files} - {""})
     if split is None:
         split = _pick_split(available, None, data)
@@ -168,5 +168,5 @@ def _snapshot_rows(root: Path, split: str | None, data: str) -> list[Any]:
     folders = sorted({str(p.parent.relative_to(root)) for p in chosen})
     if len(folders) > 1:
         rule = f"holds split {split!r} in several folders (configs?): {folders}"
-        raise ConfigError("data", data, rule, f"pass one, e.g. data={str(root / folders[0])!r}")
+        raise ConfigError("tasks", data, rule, f"pass one, e.g. tasks={str(root / folders[0])!r}")
     return [row for p in chosen for row in file_rows(p)]

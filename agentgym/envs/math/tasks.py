@@ -127,8 +127,8 @@ def load_file(
         if not isinstance(question, str) or answer is None:
             rule = f"row {index} has no {question_key!r} text or no {answer_format} {answer_key!r}"
             fix = "set question_key / answer_key / answer_format to match the file's columns"
-            raise ConfigError("data", data, rule, fix)
+            raise ConfigError("tasks", data, rule, fix)
         tasks.append(MathTask(str(index), question, answer))
     if not tasks:
-        raise ConfigError("data", data, "holds no rows", "add one task per row")
+        raise ConfigError("tasks", data, "holds no rows", "add one task per row")
     return tuple(tasks)

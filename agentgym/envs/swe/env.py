@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentgym.core.aio import deadline
+from agentgym.core.deprecation import renamed_argument
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import ConfigError, InfraError
 from agentgym.core.types import Action, Observation, system, user
@@ -44,7 +45,7 @@ class SWEEnv(AgentEnv):
         bug was reported, the report, a ``test_patch`` adding the tests that check the fix, and
         the ids of the tests that must pass after it (``FAIL_TO_PASS``, failing before) and
         keep passing (``PASS_TO_PASS``). The shipped set (``agentgym/envs/swe/data``: small
-        pure-Python projects, offline) is the default; ``instances`` takes your own SWE-bench,
+        pure-Python projects, offline) is the default; ``tasks`` takes your own SWE-bench,
         SWE-Gym or R2E-Gym style JSONL (``agentgym.envs.swe.instances`` lists the fields).
         ``reset(seed=s)`` draws an instance from ``np_random``; ``options={"task_id": id}`` pins
         one (an int picks by index).
@@ -112,7 +113,7 @@ class SWEEnv(AgentEnv):
         ``SandboxIsolationWarning`` once per process).
 
     Arguments:
-        instances: a JSONL path or a list of SWE-bench-style dicts; ``None`` for the shipped set.
+        tasks: a JSONL path or a list of SWE-bench-style dicts; ``None`` for the shipped set.
         sandbox: ``"auto"`` (bubblewrap, else Docker, else ``SandboxUnavailable``),
             ``"local"`` (bubblewrap or refuse), ``"docker"`` or ``"unsafe-local"`` (no
             isolation, on your own responsibility).
@@ -127,6 +128,7 @@ class SWEEnv(AgentEnv):
         max_output_chars: characters of a tool answer.
         max_diff_bytes: largest diff graded; a larger one scores 0.
         tool_parser: parser of tool calls written as text. render_mode: ``"ansi"`` / ``"human"``.
+        instances: the old name of ``tasks`` (a deprecation warning).
 
     Step info keys: ``task_id``, ``turn``, ``submitted``, ``infra_error``, ``reward_components``;
     on the last step also ``success`` (as ``resolved``), ``resolved``, ``grade_reason``,
@@ -142,7 +144,8 @@ class SWEEnv(AgentEnv):
         interpreter or the test runner became a 0 (``info["tampering"]``); gold patches of the
         shipped tasks still score 1. The system message says how to write a tool call in text
         (``agentgym.core.parsing.call_format``), and the verdict after ``submit`` no longer
-        repeats ``Submitted.``; wording only, no bump.
+        repeats ``Submitted.``; wording only, no bump. ``instances`` renamed ``tasks``, as in
+        every family (the old name still works); no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -150,7 +153,7 @@ class SWEEnv(AgentEnv):
     def __init__(
         self,
         *,
-        instances: str | Path | Sequence[Mapping[str, Any]] | None = None,
+        tasks: str | Path | Sequence[Mapping[str, Any]] | None = None,
         sandbox: SandboxChoice = "auto",
         backend: SWEBackend | None = None,
         backend_options: Mapping[str, Any] | None = None,
@@ -162,7 +165,9 @@ class SWEEnv(AgentEnv):
         max_diff_bytes: int = 1 << 20,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
+        instances: str | Path | Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
+        tasks = renamed_argument("instances", instances, "tasks", tasks)
         check_sandbox(sandbox)
         self.command_timeout = seconds("command_timeout", command_timeout)
         self.test_timeout = seconds("test_timeout", test_timeout)
@@ -179,7 +184,7 @@ class SWEEnv(AgentEnv):
             tool_timeout=max(self.command_timeout, self.test_timeout) + 60,  # sandbox's first
             render_mode=render_mode,
         )
-        self.instances = read_instances(instances)
+        self.instances = read_instances(tasks)
         self._by_id = {instance.instance_id: instance for instance in self.instances}
         if backend_options is not None and not isinstance(backend_options, Mapping):
             raise ConfigError("backend_options", backend_options, "must be a dict", "pass {}")

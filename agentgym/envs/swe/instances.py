@@ -121,10 +121,10 @@ def read_instances(
         source = DATA_DIR / "instances.jsonl"
         if not source.is_file():
             raise ConfigError(
-                "instances",
+                "tasks",
                 None,
                 f"the shipped task set is missing ({source} does not exist)",
-                "reinstall agentgym, or pass instances='your.jsonl'",
+                "reinstall agentgym, or pass tasks='your.jsonl'",
             )
     if isinstance(source, str | Path):
         path = Path(source).expanduser()
@@ -135,21 +135,21 @@ def read_instances(
         base, where = Path.cwd(), "instances"
     else:
         raise ConfigError(
-            "instances",
+            "tasks",
             clip(repr(source), 200),
             "must be a path to a JSONL file or a list of dicts",
-            "pass instances='tasks.jsonl' or a list of SWE-bench-style dicts",
+            "pass tasks='tasks.jsonl' or a list of SWE-bench-style dicts",
         )
     instances = [_instance(record, base, f"{where} line {n}") for n, record in records]
     _check_unique(instances, where)
     if not instances:
-        raise ConfigError("instances", str(source), "holds no instance", "add at least one")
+        raise ConfigError("tasks", str(source), "holds no instance", "add at least one")
     return instances
 
 
 def _read_file(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not path.is_file():
-        raise ConfigError("instances", str(path), "is not a file", "pass the path of a .jsonl")
+        raise ConfigError("tasks", str(path), "is not a file", "pass the path of a .jsonl")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json" and text.lstrip().startswith("["):
         return _records(enumerate(json.loads(text), 1), path.name)

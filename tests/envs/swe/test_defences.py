@@ -33,7 +33,7 @@ FAKE_REPORT = (
 
 @pytest.fixture
 def env(calc_jsonl: Path, local_only: None) -> Iterator[SWEEnv]:
-    made = SWEEnv(instances=str(calc_jsonl), sandbox="local", command_timeout=20, test_timeout=60)
+    made = SWEEnv(tasks=str(calc_jsonl), sandbox="local", command_timeout=20, test_timeout=60)
     made.reset(seed=0)
     yield made
     made.close()

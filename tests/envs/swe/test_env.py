@@ -25,7 +25,7 @@ TOOLS = {"view", "search", "edit", "create", "bash", "run_tests", "submit"}
 
 @pytest.fixture
 def env(calc_jsonl: Path, local_only: None) -> Iterator[SWEEnv]:
-    made = SWEEnv(instances=str(calc_jsonl), sandbox="local", command_timeout=5)
+    made = SWEEnv(tasks=str(calc_jsonl), sandbox="local", command_timeout=5)
     made.reset(seed=0)
     yield made
     made.close()
@@ -34,7 +34,7 @@ def env(calc_jsonl: Path, local_only: None) -> Iterator[SWEEnv]:
 def test_reset_shows_the_problem_statement_and_declares_the_tools(
     calc_jsonl: Path, calc_record: dict[str, Any], local_only: None
 ) -> None:
-    env = gym.make("agentgym/SWE-v0", instances=str(calc_jsonl), sandbox="local")
+    env = gym.make("agentgym/SWE-v0", tasks=str(calc_jsonl), sandbox="local")
     try:
         obs, info = env.reset(seed=1)
         again = env.reset(seed=1)
@@ -191,7 +191,7 @@ def test_submit_with_the_gold_patch_resolves(env: SWEEnv) -> None:
 
 
 def test_the_turn_limit_truncates_and_grades(calc_jsonl: Path, local_only: None) -> None:
-    env = SWEEnv(instances=str(calc_jsonl), sandbox="local", max_turns=2)
+    env = SWEEnv(tasks=str(calc_jsonl), sandbox="local", max_turns=2)
     try:
         env.reset(seed=0)
         calls = gold_tool_calls(env.instances[0])
@@ -221,7 +221,7 @@ def test_bad_arguments_raise_config_errors(
     calc_jsonl: Path, kwargs: dict[str, Any], words: str
 ) -> None:
     with pytest.raises(agentgym.error.Error, match=words.replace("[", r"\[")):
-        SWEEnv(instances=str(calc_jsonl), **kwargs)
+        SWEEnv(tasks=str(calc_jsonl), **kwargs)
 
 
 def test_reset_options_pin_a_task_and_reject_unknown_ids(env: SWEEnv) -> None:
@@ -229,15 +229,15 @@ def test_reset_options_pin_a_task_and_reject_unknown_ids(env: SWEEnv) -> None:
     with pytest.raises(ConfigError, match="names no task"):
         env.reset(options={"task_id": "nope"})
     with pytest.raises(EnvStateError, match="before reset"):
-        SWEEnv(instances=env.instances[0:1] and [env.instances[0].to_dict()]).step("x")
+        SWEEnv(tasks=env.instances[0:1] and [env.instances[0].to_dict()]).step("x")
 
 
 def test_passes_the_env_checker_on_the_local_backend(calc_jsonl: Path, local_only: None) -> None:
-    check_env(gym.make("agentgym/SWE-v0", instances=str(calc_jsonl), sandbox="local"))
+    check_env(gym.make("agentgym/SWE-v0", tasks=str(calc_jsonl), sandbox="local"))
 
 
 def test_close_removes_every_sandbox(calc_jsonl: Path, local_only: None) -> None:
-    env = SWEEnv(instances=str(calc_jsonl), sandbox="local")
+    env = SWEEnv(tasks=str(calc_jsonl), sandbox="local")
     env.reset(seed=0)
     sandbox = env._episode.sandbox  # type: ignore[union-attr]
     assert sandbox is not None
@@ -281,7 +281,7 @@ class _BrokenBackend:
 
 def test_a_failing_backend_is_an_infra_error_not_a_crash(calc_jsonl: Path) -> None:
     backend = _BrokenBackend()
-    env = SWEEnv(instances=str(calc_jsonl), backend=backend)
+    env = SWEEnv(tasks=str(calc_jsonl), backend=backend)
     _, info = env.reset(seed=0)
     assert info["infra_error"] is True
     obs, reward, terminated, truncated, info = step(env, ("view", {"path": "."}))
@@ -294,6 +294,6 @@ def test_a_failing_backend_is_an_infra_error_not_a_crash(calc_jsonl: Path) -> No
 
 def test_instances_may_be_a_list_of_dicts(calc_jsonl: Path) -> None:
     records = [i.to_dict() for i in read_instances(calc_jsonl)]
-    env = SWEEnv(instances=records, backend=_BrokenBackend())
+    env = SWEEnv(tasks=records, backend=_BrokenBackend())
     assert env.instances == read_instances(calc_jsonl)
     env.close()
