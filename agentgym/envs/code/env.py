@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from agentgym.core.deprecation import renamed_argument
 from agentgym.core.env import AgentEnv, StepResult
 from agentgym.core.errors import SandboxError
 from agentgym.core.types import Action, Observation, action_text, system, user
