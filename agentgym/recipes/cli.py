@@ -265,6 +265,7 @@ def run_train(args: argparse.Namespace) -> int:
     if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
         return launch_train(args, run_from_args)
     from agentgym.core.errors import NoTrainableEpisodes
+    from agentgym.recipes.report import NothingJudged
     from agentgym.trainers.weight_sync import InferenceServerError
 
     try:
@@ -273,6 +274,9 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
     except (InferenceServerError, NoTrainableEpisodes) as error:  # checkpoints intact: --resume
+        print(f"agentgym train: error: {error}", file=sys.stderr)
+        return 1
+    except NothingJudged as error:  # the start evaluation could not judge: nor could training
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -37,7 +37,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "Guide: docs/evaluation.md."
     )
     add = parser.add_argument
-    add("--env", default=DEFAULT_ENV, help=f"env id (default {DEFAULT_ENV})")
+    add(
+        "--env",
+        default=None,
+        help=f"env id (default: the env of the run that trained --model, else {DEFAULT_ENV})",
+    )
     add_engine_arguments(parser)
     add("--episodes", type=int, default=None, help="episodes in all (default 128): --tasks x -n")
     add("--tasks", type=int, default=None, help="tasks to play (default: --episodes / -n)")
@@ -124,6 +128,15 @@ def _policy_settings(args: argparse.Namespace, served: bool) -> tuple[int | None
     return history_window(given), choices, env_kwargs
 
 
+def _env_id(args: argparse.Namespace, served: bool) -> str:
+    """The env to evaluate: --env, else the env of the run that trained an in-process
+    ``--model`` (its env arguments follow in ``_policy_settings``), else the default."""
+    if args.env is not None:
+        return str(args.env)
+    trained = {} if served else _trained_run(args.model)
+    return str(trained.get("env") or DEFAULT_ENV)
+
+
 def _scaffold(args: argparse.Namespace, served: bool) -> str:
     """The scaffold's name: the flag, else the run that trained an in-process ``--model``."""
     if args.scaffold is not None:
@@ -174,14 +187,17 @@ def _single_agent(env_id: str) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    """Evaluate; 0, or 2 for bad flags, 1 when the server failed or no episode could be
+    judged (the summary is printed first, with the causes)."""
     from agentgym.core.aio import run_sync
     from agentgym.recipes.engines import engine_spec, make_engine
     from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl
     from agentgym.rollout.scaffold import make_scaffold
 
     try:
-        _single_agent(args.env)
         spec = engine_spec(args)
+        args.env = _env_id(args, spec.served)
+        _single_agent(args.env)
         tasks, samples, ks = _counts(args)
         history, choices, env_kwargs = _policy_settings(args, spec.served)
         scaffold = _scaffold(args, spec.served)
@@ -211,4 +227,8 @@ def run_eval(args: argparse.Namespace) -> int:
     settings |= {"env_kwargs": env_kwargs, "scaffold": scaffold}
     settings |= {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}
     print(_eval_report(args, spec, run, ks, **settings))
+    unjudged = run.result.unjudged()
+    if unjudged is not None:  # a success rate of 0/0 is no result
+        print(f"agentgym eval: error: {unjudged}", file=sys.stderr)
+        return 1
     return 0

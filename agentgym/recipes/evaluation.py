@@ -34,7 +34,7 @@ import numpy as np
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Message, Turn
 from agentgym.inference.base import InferenceEngine, SamplingParams
-from agentgym.recipes.report import EvalResult
+from agentgym.recipes.report import EvalResult, failure_of
 from agentgym.trainers.collector import episode_task
 
 __all__ = [
@@ -115,20 +115,26 @@ class EvalRun:
 
     @property
     def result(self) -> EvalResult:
-        return EvalResult([(episode_task(e), e.success, e.total_reward) for e in self.episodes])
+        return EvalResult.of(self.episodes)
 
     @property
     def tokens(self) -> int:
         """Tokens the model sampled, over every episode (0 where the server did not say)."""
         return int(sum(e.metrics.get("sampled_tokens", 0.0) for e in self.episodes))
 
-    def pass_at(self, ks: Sequence[int]) -> dict[int, float]:
-        """pass@k for each k, averaged over the tasks whose env said success for every sample
-        (an episode that ended in an infra error counts as a failure)."""
+    def _groups(self) -> dict[int, list[bool | None]]:
+        """Each task's samples' success (None: not judged, e.g. failed outside the model)."""
         groups: dict[int, list[bool | None]] = {}
         for episode in self.episodes:
-            groups.setdefault(episode.group or 0, []).append(episode.success)
-        judged = [g for g in groups.values() if all(ok is not None for ok in g)]
+            judged = episode.success if failure_of(episode) is None else None
+            groups.setdefault(episode.group or 0, []).append(judged)
+        return groups
+
+    def pass_at(self, ks: Sequence[int]) -> dict[int, float]:
+        """pass@k for each k, averaged over the tasks whose env said success for every sample
+        (a task with an episode that failed outside the model is left out); NaN when no task
+        was judged so."""
+        judged = [g for g in self._groups().values() if all(ok is not None for ok in g)]
         return {
             k: (
                 sum(pass_at_k(len(g), sum(map(bool, g)), k) for g in judged) / len(judged)
@@ -159,10 +165,12 @@ class EvalRun:
             }
 
     def to_dict(self, ks: Sequence[int] = ()) -> dict[str, Any]:
+        """The summary as JSON (``pass_at_k`` values None where no task was judged)."""
         result = self.result
         return {
             **result.to_dict(),
             "tasks": len({e.group for e in self.episodes}),
+            "tasks_judged": self._tasks_judged(),
             "samples": self.samples,
             "pass_at_k": {str(k): _finite(v) for k, v in self.pass_at(ks).items()},
             "tokens": self.tokens,
@@ -170,22 +178,42 @@ class EvalRun:
             "api": self.api,
         }
 
+    def _tasks_judged(self) -> int:
+        return sum(all(ok is not None for ok in g) for g in self._groups().values())
+
+    def _pass_rows(self, ks: Sequence[int]) -> list[tuple[str, str]]:
+        """pass@k's rows: over the tasks judged, saying so when some were not."""
+        tasks, judged = len(self._groups()), self._tasks_judged()
+        if not judged:
+            return [(f"pass@{k}", "n/a (no task had every sample judged)") for k in ks]
+        over = f" (over {judged} of {tasks} tasks)" if judged < tasks else ""
+        return [(f"pass@{k}", f"{v:.3f}{over}") for k, v in self.pass_at(ks).items()]
+
     def table(self, ks: Sequence[int] = ()) -> str:
         """The summary as text: the success rate with its 95% interval and the mean return
-        (``EvalResult.describe``), then a line each for the episodes, pass@k, tokens, time."""
+        (``EvalResult.describe``), then a line each for the episodes, those not judged (the
+        failures by cause), pass@k, tokens, time."""
         result = self.result
         rows = [
             ("episodes", f"{result.episodes} ({len(self.episodes) // self.samples} tasks x "
              f"{self.samples} sample{'s' if self.samples > 1 else ''})"),
-            *((f"pass@{k}", f"{v:.3f}") for k, v in self.pass_at(ks).items()),
+            *self._pass_rows(ks),
             ("tokens", f"{self.tokens} sampled ({self.tokens / max(1, result.episodes):.1f} "
              "per episode)"),
             ("time", f"{self.seconds:.1f} s ({result.episodes / max(self.seconds, 1e-9):.2f} "
              "episodes/s)"),
         ]  # fmt: skip
-        if result.episodes > result.judged:
-            rows.insert(1, ("success unknown", f"{result.episodes - result.judged} episodes"))
-        lines = [f"  {name:<16}{value}" for name, value in rows]
+        unknown = len(result.outcomes) - result.judged
+        if result.failures:
+            failed = f"{len(result.failures)} episodes, not judged (by cause, one example each):"
+            rows.insert(1, ("failed", failed))
+        if unknown:
+            rows.insert(1, ("success unknown", f"{unknown} episodes (no info['success'])"))
+        lines = []
+        for name, value in rows:
+            lines.append(f"  {name:<16}{value}")
+            if name == "failed":
+                lines.extend(result.failure_lines(" " * 20))
         return "\n".join([result.describe(), *lines])
 
 

@@ -5,6 +5,10 @@
     result = evaluate(engine, "agentgym/FrozenLake-v0", 256, seed=10**9, temperature=1.0)
     print(result.describe())           # success 0.914 [0.873, 0.943] (234/256), return 0.89
     unseen = result.only(lambda key: key not in seen_tasks)
+
+An episode that failed outside the model (``info["infra_error"]``: a server down, a sandbox
+lost, an exception in the env's own code) is not judged: ``EvalResult.failures`` keeps its cause,
+``failure_lines`` groups the causes by kind, and ``unjudged`` says why nothing was judged.
 """
 
 from __future__ import annotations
@@ -16,14 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import Error
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.trainers.collector import episode_task
+from agentgym.trainers.episodes import drop_cause
 
 __all__ = [
     "EvalResult",
+    "NothingJudged",
     "curves_figure",
     "evaluate",
+    "failure_of",
     "plot_curves",
     "succeeded",
     "wilson_interval",
@@ -46,16 +54,52 @@ def succeeded(episode: Episode) -> bool | None:
     return episode.success
 
 
+class NothingJudged(Error, RuntimeError):
+    """An evaluation judged none of its episodes (each failed outside the model, or its env
+    did not say whether it succeeded); the message says which and the fix."""
+
+
+def failure_of(episode: Episode) -> tuple[str, str] | None:
+    """``(kind, error)`` of an episode that failed outside the model (``info["infra_error"]``):
+    kind ``"env"`` where the env's own code raised, else ``"infra"``; error: what failed, and
+    the env call that raised it where known (``drop_cause``, as training counts them). None
+    for an episode the model played out."""
+    return drop_cause(episode) if episode.infra_error else None
+
+
+def _cause(error: str) -> str:
+    """The part of an error text that names its cause (``"ConnectionRefusedError"`` of
+    ``"ConnectionRefusedError: [Errno 111] ..."``): errors with the same cause are one group."""
+    head = error.split(":", 1)[0].strip()
+    return head if head.replace(".", "").replace(" ", "").isidentifier() else error
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Per-episode outcomes of an evaluation, keyed by the map (or task) each one played."""
 
     outcomes: list[tuple[str | None, bool | None, float]] = field(default_factory=list)
-    """``(map key, success, return)`` per episode; success ``None``: the env did not say."""
+    """``(map key, success, return)`` per episode the model played out; success ``None``: the
+    env did not say."""
+    failures: list[tuple[str | None, str, str]] = field(default_factory=list)
+    """``(map key, kind, error)`` per episode that failed outside the model (``failure_of``):
+    not judged, and its return is not counted."""
+
+    @classmethod
+    def of(cls, episodes: Sequence[Episode]) -> EvalResult:
+        """The result of played ``episodes``: each one an outcome or a failure."""
+        outcomes, failures = [], []
+        for episode in episodes:
+            failed = failure_of(episode)
+            if failed is None:
+                outcomes.append((episode_task(episode), episode.success, episode.total_reward))
+            else:
+                failures.append((episode_task(episode), *failed))
+        return cls(outcomes, failures)
 
     @property
     def episodes(self) -> int:
-        return len(self.outcomes)
+        return len(self.outcomes) + len(self.failures)
 
     @property
     def judged(self) -> int:
@@ -72,7 +116,8 @@ class EvalResult:
 
     @property
     def mean_return(self) -> float:
-        return sum(r for *_, r in self.outcomes) / self.episodes if self.episodes else 0.0
+        """Over the episodes the model played out (failures left out)."""
+        return sum(r for *_, r in self.outcomes) / len(self.outcomes) if self.outcomes else 0.0
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -80,25 +125,88 @@ class EvalResult:
 
     def only(self, keep: Callable[[str | None], bool]) -> EvalResult:
         """The episodes whose task key ``keep`` accepts (e.g. tasks never seen in training)."""
-        return EvalResult([o for o in self.outcomes if keep(o[0])])
+        return EvalResult(
+            [o for o in self.outcomes if keep(o[0])], [f for f in self.failures if keep(f[0])]
+        )
+
+    def causes(self) -> list[tuple[str, int, str]]:
+        """``(kind, episodes, example error)`` per cause of failure, most frequent first."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for _, kind, error in self.failures:
+            groups.setdefault((kind, _cause(error)), []).append(error)
+        ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
+        return [(kind, len(errors), errors[0]) for (kind, _), errors in ranked]
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON; ``success_rate`` is None when no episode was judged."""
         low, high = self.interval
+        causes = [{"kind": k, "episodes": n, "example": e} for k, n, e in self.causes()]
         return {
             "episodes": self.episodes,
-            "success_unknown": self.episodes - self.judged,
+            "success_unknown": len(self.outcomes) - self.judged,
+            "failed": len(self.failures),
+            "failure_causes": causes,
             "successes": self.successes,
-            "success_rate": self.success_rate,
+            "success_rate": self.success_rate if self.judged else None,
             "ci95": [low, high],
             "mean_return": self.mean_return,
         }
 
     def describe(self) -> str:
+        """One line: the success rate with its 95% interval and the mean return, and how many
+        episodes failed outside the model (``failure_lines`` says why)."""
+        failed = f"; {len(self.failures)} failed outside the model" if self.failures else ""
+        if not self.judged:
+            return f"success unknown: none of {self.episodes} episodes judged{failed}"
         low, high = self.interval
         return (
             f"success {self.success_rate:.3f} [95% CI {low:.3f}, {high:.3f}] "
-            f"({self.successes}/{self.judged}), mean return {self.mean_return:.3f}"
+            f"({self.successes}/{self.judged}), mean return {self.mean_return:.3f}{failed}"
         )
+
+    def failure_lines(self, indent: str = "  ") -> list[str]:
+        """The failures grouped by cause: a line each with its kind, count and one example
+        (``infra``: outside the process, e.g. a server down; ``env``: the env's code raised)."""
+        return [
+            f"{indent}{count} x {kind}: {example[:300]}" for kind, count, example in self.causes()
+        ]
+
+    def unjudged(self) -> str | None:
+        """Why no episode was judged, with the fix; None when some were."""
+        if self.judged:
+            return None
+        if not self.episodes:
+            return "no episode was played. Fix: ask for at least one episode"
+        kinds = {kind for _, kind, _ in self.failures}
+        why, fixes = [], []
+        if self.failures:
+            why.append(f"{len(self.failures)} failed outside the model")
+        if "infra" in kinds:
+            fixes.append(
+                "make the server, sandbox or browser the env needs reachable (see the causes)"
+            )
+        if "env" in kinds:
+            fixes.append("fix the exception in the env's code (its traceback is in the log)")
+        if self.outcomes:
+            why.append(f"{len(self.outcomes)} ended without info['success']")
+            fixes.append("make the env set info['success'] on an episode's last step")
+        return (
+            f"no episode could be judged: of {self.episodes}, {' and '.join(why)}. "
+            f"Fix: {'; '.join(fixes)}"
+        )
+
+    def lines(self, indent: str = "  ") -> list[str]:
+        """``describe`` and, below it, the failures by cause (``failure_lines``)."""
+        return [self.describe(), *self.failure_lines(indent + "  ")]
+
+    def refuse_unjudged(self, what: str) -> None:
+        """Raise ``NothingJudged`` when failures outside the model left no episode judged
+        (``what``: the evaluation, for the message); an env that never says whether an
+        episode succeeded is not refused here (its returns still mean something)."""
+        if self.judged or not self.failures:
+            return
+        causes = "\n".join(self.failure_lines("  "))
+        raise NothingJudged(f"{what}: {self.unjudged()}. The causes:\n{causes}")
 
 
 def evaluate(
@@ -142,7 +250,7 @@ def evaluate(
         scaffold=scaffold,
         task_options=task_options,
     )
-    return EvalResult([(episode_task(e), succeeded(e), e.total_reward) for e in played])
+    return EvalResult.of(played)
 
 
 def _read_metrics(path: Path) -> list[dict[str, float]]:
@@ -177,7 +285,7 @@ def _evaluations(out: Path, last_step: float) -> list[_EvalPoint]:
     ]
     points = []
     for label, step, data in found:
-        if isinstance(data, dict) and "success_rate" in data:
+        if isinstance(data, dict) and data.get("success_rate") is not None:
             low, high = data.get("ci95", (data["success_rate"],) * 2)
             points.append(
                 _EvalPoint(label, step, data["success_rate"], (low, high), data.get("episodes", 0))

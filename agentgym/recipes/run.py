@@ -307,7 +307,8 @@ def _start_eval(run: RunConfig, trainer: Any, out: Path) -> dict[str, Any] | Non
     def evaluate() -> dict[str, Any]:
         started = time.perf_counter()
         result = _evaluate(run, trainer)
-        said.append(result.describe())
+        result.refuse_unjudged("the evaluation before training")  # training would not either
+        said.append("\n".join(result.lines()))
         return {**result.to_dict(), "eval_s": time.perf_counter() - started}
 
     if trainer.backend.world_size == 1:  # gathering the weights is a collective
@@ -360,7 +361,7 @@ def _final_summary(run: RunConfig, trainer: Any, source: CollectorSource, out: P
         summary["end"] = {**result.to_dict(), "eval_s": time.perf_counter() - started}
         summary["end_unseen_tasks"] = unseen.to_dict()
         summary["tasks_seen_in_training"] = len(source.seen_tasks)
-        print(f"after training:  {result.describe()}")
+        print("after training:  " + "\n".join(result.lines()))
         print(f"  unseen tasks:  {unseen.describe()}")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
