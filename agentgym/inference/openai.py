@@ -10,10 +10,14 @@ returns text only yields completions re-tokenized with ``tokenizer`` and marked
 What a server's logprobs mean differs (``LogprobMode``): ``agentgym serve`` reports the sampling
 distribution and says so in each choice; vLLM reports ``"raw"`` unless started with
 ``--logprobs-mode processed_logprobs``; pass ``logprob_mode=`` to state it for other servers.
+
+A server that does not serve the ``model`` named (HTTP 404 ``model_not_found``, as OpenAI,
+vLLM and ``agentgym serve`` answer) raises ``ConfigError`` naming the model and the fix.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
@@ -31,6 +35,24 @@ from agentgym.inference.base import (
 )
 
 __all__ = ["OpenAIEngine", "openai_sampling"]
+
+
+def _model_not_found(error: HTTPStatusError) -> str | None:
+    """The server's message when ``error`` says the model named is not served, else None:
+    OpenAI's and agentgym serve's ``code: "model_not_found"``, vLLM's ``NotFoundError``."""
+    if error.status != 404:
+        return None
+    try:
+        answer = json.loads(error.body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    detail = answer.get("error") if isinstance(answer.get("error"), dict) else answer
+    if detail.get("code") == "model_not_found" or detail.get("type") == "NotFoundError":
+        return str(detail.get("message") or "model not found")
+    return None
+
 
 _FINISH = {"stop": "stop", "tool_calls": "stop", "function_call": "stop", "length": "length"}
 
@@ -115,7 +137,7 @@ class OpenAIEngine:
             **openai_sampling(sampling),
         }
         try:
-            answer = await self._http.post("/v1/completions", body)
+            answer = await self._post("/v1/completions", body)
         except HTTPStatusError as e:
             if e.status in (404, 405):
                 self.token_level = False
@@ -145,7 +167,7 @@ class OpenAIEngine:
         }
         if tools:
             body["tools"] = [dict(t) for t in tools]
-        choice = _first_choice(await self._http.post("/v1/chat/completions", body))
+        choice = _first_choice(await self._post("/v1/chat/completions", body))
         raw = choice.get("message") or {}
         message: Message = {"role": "assistant", "content": raw.get("content")}
         if raw.get("tool_calls"):
@@ -186,6 +208,22 @@ class OpenAIEngine:
         if not self._closed:
             self._closed = True
             await self._http.aclose()
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body``; a model the server does not serve is the caller's ``ConfigError``."""
+        try:
+            return await self._http.post(path, body)
+        except HTTPStatusError as e:
+            said = _model_not_found(e)
+            if said is None:
+                raise
+            url = self._http.base_url
+            raise ConfigError(
+                "model",
+                self.model,
+                f"is not served at {url} (it answered: {said[:300]})",
+                f"pass a name that GET {url}/v1/models lists (agentgym eval: --model NAME)",
+            ) from None
 
     def _check_open(self) -> None:
         if self._closed:

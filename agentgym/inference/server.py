@@ -7,6 +7,11 @@ sampling distribution's, so ``OpenAIEngine`` gets trainable token-level results)
 ``n > 1`` are not offered. vLLM's extensions ``top_k``, ``stop_token_ids``, ``ignore_eos``,
 ``return_token_ids`` and ``return_tokens_as_token_ids`` are accepted.
 
+The OpenAI routes answer for the served names only (``--model-name``/``--served-model-name``;
+default: the ``--model`` path as given, or ``agentgym-tiny``), as OpenAI and vLLM do: a request
+naming another model gets HTTP 404 with ``code: "model_not_found"``; one that names none is
+served. ``/v1/models`` lists the names.
+
 Beside them, SGLang's native API (``agentgym.inference.sglang_routes``): ``/generate``,
 ``/update_weights_from_disk``, ``/flush_cache``, ``/pause_generation``, ``/continue_generation``,
 ``/get_model_info``, so that ``SGLangEngine`` trains against this server on a CPU exactly as it
@@ -18,9 +23,11 @@ The CLI entry points ``add_serve_arguments`` / ``run_serve`` are wired into ``ag
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,21 +38,45 @@ from starlette.routing import Route
 from agentgym.core.errors import ConfigError
 from agentgym.inference.base import Completion, SamplingParams
 from agentgym.inference.chat import parse_assistant, render_ids
+from agentgym.inference.serve_checks import check_serve_args
 from agentgym.inference.sglang_routes import NativeRoutes, PausableEngine
 
-__all__ = ["add_serve_arguments", "build_app", "run_serve", "serve"]
+__all__ = ["TINY_NAME", "add_serve_arguments", "build_app", "run_serve", "serve", "served_names"]
+
+TINY_NAME = "agentgym-tiny"
+"""The name the tiny policy is served under when no name is given."""
 
 
 class _BadRequest(Exception):
     pass
 
 
-def _error(message: str, status: int = 400) -> JSONResponse:
+class _ModelNotFound(Exception):
+    """A request named a model this server does not serve (HTTP 404, as OpenAI answers)."""
+
+
+def _error(
+    message: str, status: int = 400, *, param: str | None = None, code: str | int | None = None
+) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": status}},
-        status_code=status,
-    )
+    body = {
+        "message": message,
+        "type": kind,
+        "param": param,
+        "code": status if code is None else code,
+    }
+    return JSONResponse({"error": body}, status_code=status)
+
+
+def served_names(model: str | None, names: str | Sequence[str] | None = None) -> tuple[str, ...]:
+    """The model names a server of ``model`` answers for: ``names`` when given, else the
+    ``model`` path as given and as an absolute path (clients pass either), or ``agentgym-tiny``
+    for the tiny policy. The first is the name answers carry."""
+    if names:
+        return (names,) if isinstance(names, str) else tuple(dict.fromkeys(names))
+    if model is None:
+        return (TINY_NAME,)
+    return tuple(dict.fromkeys([str(model), os.path.abspath(os.path.expanduser(model))]))
 
 
 def _sampling(body: dict[str, Any]) -> SamplingParams:
@@ -84,9 +115,22 @@ def _finish(completion: Completion, tool_calls: bool = False) -> str:
 class _Routes:
     """The request handlers of one app: parse, generate, answer in OpenAI's shapes."""
 
-    def __init__(self, engine: Any, tokenizer: Any, model_name: str, tool_parser: str) -> None:
+    def __init__(
+        self, engine: Any, tokenizer: Any, names: tuple[str, ...], tool_parser: str
+    ) -> None:
         self.engine, self.tokenizer = engine, tokenizer
-        self.model_name, self.tool_parser = model_name, tool_parser
+        self.names, self.tool_parser = names, tool_parser
+        self.model_name = names[0]
+
+    def check_model(self, body: dict[str, Any]) -> None:
+        """Refuse a request for a model this server does not serve (none named: served)."""
+        name = body.get("model")
+        if name is not None and name not in self.names:
+            served = ", ".join(f"`{n}`" for n in self.names)
+            raise _ModelNotFound(
+                f"The model `{name}` does not exist: this server serves {served} "
+                "(GET /v1/models lists the names)"
+            )
 
     def token_text(self, ids: list[int]) -> list[str]:
         return [str(self.tokenizer.decode([i], skip_special_tokens=False)) for i in ids]
@@ -126,6 +170,7 @@ class _Routes:
 
     async def completions(self, request: Request) -> JSONResponse:
         body = await _read(request)
+        self.check_model(body)
         prompt, sampling = self.prompt_ids(body), _sampling(body)
         out = await self.engine.generate(prompt, sampling)
         choice: dict[str, Any] = {
@@ -152,6 +197,7 @@ class _Routes:
 
     async def chat(self, request: Request) -> JSONResponse:
         body = await _read(request)
+        self.check_model(body)
         messages, tools = body.get("messages"), body.get("tools")
         if not isinstance(messages, list) or not messages:
             raise _BadRequest("messages must be a non-empty list")
@@ -184,7 +230,8 @@ class _Routes:
             {
                 "object": "list",
                 "data": [
-                    {"id": self.model_name, "object": "model", "created": 0, "owned_by": "agentgym"}
+                    {"id": name, "object": "model", "created": 0, "owned_by": "agentgym"}
+                    for name in self.names
                 ],
             }
         )
@@ -206,11 +253,14 @@ async def _read(request: Request) -> dict[str, Any]:
 def _guarded(
     handler: Callable[[Request], Awaitable[JSONResponse]],
 ) -> Callable[[Request], Awaitable[JSONResponse]]:
-    """``handler`` with bad requests answered as HTTP 400 in OpenAI's error shape."""
+    """``handler`` with bad requests answered as HTTP 400 in OpenAI's error shape, and a
+    model it does not serve as HTTP 404 ``model_not_found``."""
 
     async def endpoint(request: Request) -> JSONResponse:
         try:
             return await handler(request)
+        except _ModelNotFound as e:
+            return _error(str(e), 404, param="model", code="model_not_found")
         except (_BadRequest, ConfigError, TypeError, ValueError) as e:
             return _error(str(e))
 
@@ -221,21 +271,23 @@ def build_app(
     engine: Any,
     tokenizer: Any,
     *,
-    model_name: str = "agentgym-tiny",
+    model_name: str | Sequence[str] = TINY_NAME,
     tool_parser: str = "hermes",
     model_path: str | None = None,
     tokenizer_path: str | None = None,
 ) -> Starlette:
     """The ASGI app serving ``engine`` (an ``HFEngine``, or any ``InferenceEngine`` whose
-    completions carry ``text``) under the name ``model_name``; ``model_path`` and
-    ``tokenizer_path`` (default: ``model_name``) are what ``/get_model_info`` reports."""
+    completions carry ``text``) under the name ``model_name`` (or each of several names; the
+    OpenAI routes answer 404 for any other); ``model_path`` and ``tokenizer_path`` (default:
+    the first name) are what ``/get_model_info`` reports."""
+    names = served_names(None, model_name)
     pausable = PausableEngine(engine)
-    routes = _Routes(pausable, tokenizer, model_name, tool_parser)
+    routes = _Routes(pausable, tokenizer, names, tool_parser)
     native = NativeRoutes(
         pausable,
         tokenizer,
-        model_path=model_path or model_name,
-        tokenizer_path=tokenizer_path or model_path or model_name,
+        model_path=model_path or names[0],
+        tokenizer_path=tokenizer_path or model_path or names[0],
     )
     return Starlette(
         routes=[
@@ -257,9 +309,12 @@ def serve(
     seed: int = 0,
     device: str | None = None,
     dtype: str | None = None,
-    model_name: str | None = None,
+    model_name: str | Sequence[str] | None = None,
 ) -> None:
-    """Load ``model`` (a local directory, or ``None`` for the tiny policy) and serve it."""
+    """Load ``model`` (a local directory, or ``None`` for the tiny policy) and serve it under
+    ``served_names(model, model_name)``. The model and the port are checked before loading
+    (``ConfigError`` naming the value and the fix)."""
+    check_serve_args(model, host, port)
     import uvicorn
 
     from agentgym.inference.hf import HFEngine
@@ -267,9 +322,9 @@ def serve(
 
     lm, tokenizer = load(model, seed=seed, dtype=dtype, device=device)
     engine = HFEngine(lm, tokenizer, max_batch_size=max_batch_size, seed=seed)
-    name = model_name or (str(model) if model else "agentgym-tiny")
+    names = served_names(model, model_name)
     path = str(model) if model else str(TINY_DIR)
-    app = build_app(engine, tokenizer, model_name=name, model_path=path)
+    app = build_app(engine, tokenizer, model_name=names, model_path=path)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
@@ -288,18 +343,32 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default=None, help="e.g. cuda:0 (default cpu)")
     parser.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: the checkpoint's)")
-    parser.add_argument("--model-name", default=None, help="name reported by /v1/models")
+    parser.add_argument(
+        "--model-name",
+        "--served-model-name",
+        dest="model_name",
+        nargs="+",
+        metavar="NAME",
+        default=None,
+        help="the name(s) requests must give as their model, listed by /v1/models (default: "
+        f"--model as given, or {TINY_NAME}); a request for any other gets HTTP 404",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    serve(
-        args.model,
-        host=args.host,
-        port=args.port,
-        max_batch_size=args.max_batch_size,
-        seed=args.seed,
-        device=args.device,
-        dtype=args.dtype,
-        model_name=args.model_name,
-    )
+    """Serve until stopped; 2 with a message (no traceback) for a bad model, port or dtype."""
+    try:
+        serve(
+            args.model,
+            host=args.host,
+            port=args.port,
+            max_batch_size=args.max_batch_size,
+            seed=args.seed,
+            device=args.device,
+            dtype=args.dtype,
+            model_name=args.model_name,
+        )
+    except ConfigError as error:
+        print(f"agentgym serve: error: {error}", file=sys.stderr)
+        return 2
     return 0

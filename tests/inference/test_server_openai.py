@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
 import socket
 import threading
 import time
@@ -15,10 +17,10 @@ import torch
 import uvicorn
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.error import InfraError
+from agentgym.error import ConfigError, InfraError
 from agentgym.inference import Completion, HFEngine, OpenAIEngine, SamplingParams, sampling_logprobs
 from agentgym.inference.chat import render_ids
-from agentgym.inference.server import add_serve_arguments, build_app
+from agentgym.inference.server import add_serve_arguments, build_app, served_names
 from agentgym.models import load
 
 torch.set_num_threads(1)
@@ -232,9 +234,52 @@ def test_chat_only_and_text_only_servers_give_untrainable_results():
 
 
 def test_serve_parser_defaults():
-    import argparse
-
     parser = argparse.ArgumentParser()
     add_serve_arguments(parser)
     args = parser.parse_args(["--port", "9000"])
     assert (args.model, args.host, args.port, args.max_batch_size) == (None, "127.0.0.1", 9000, 64)
+
+
+def test_a_model_it_does_not_serve_is_404_model_not_found(served):
+    """As OpenAI and vLLM answer; agentgym serve used to answer for any name."""
+    url, _, _ = served
+    models = httpx.get(f"{url}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["agentgym-tiny"]
+    for path, body in [
+        ("/v1/completions", {"prompt": [5], "max_tokens": 1}),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
+        ),
+    ]:
+        answer = httpx.post(f"{url}{path}", json={"model": "gpt-4o", **body}, timeout=30)
+        assert answer.status_code == 404, path
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("model_not_found", "model")
+        assert "`gpt-4o`" in error["message"]
+        assert "`agentgym-tiny`" in error["message"]
+        served_name = httpx.post(
+            f"{url}{path}", json={"model": "agentgym-tiny", **body}, timeout=30
+        )
+        assert served_name.status_code == 200, path
+
+    async def run():
+        engine = OpenAIEngine(url, "gpt-4o")
+        try:
+            await engine.generate([5], SamplingParams(max_tokens=1))
+        finally:
+            await engine.close()
+
+    with pytest.raises(ConfigError, match="model='gpt-4o': is not served at") as refused:
+        asyncio.run(run())
+    assert "offers no /v1/completions" not in str(refused.value)  # not mistaken for a route
+
+
+def test_served_names_are_the_given_names_else_the_model_path():
+    assert served_names(None) == ("agentgym-tiny",)
+    assert served_names("runs/x/ckpt") == ("runs/x/ckpt", os.path.abspath("runs/x/ckpt"))
+    assert served_names("/m", ["fl", "fl-v2"]) == ("fl", "fl-v2")
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    assert parser.parse_args(["--served-model-name", "a", "b"]).model_name == ["a", "b"]
+    assert parser.parse_args(["--model-name", "a"]).model_name == ["a"]
