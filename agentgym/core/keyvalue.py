@@ -11,19 +11,30 @@ A value is read as JSON when it parses (``5``, ``true``, ``null``, ``[1, 2]``,
 (``--env-kwargs`` of ``agentgym train``, ``eval``, ``serve-env`` and ``play``) take items that
 are each ``KEY=VALUE`` or a JSON object, the flag repeated or given several items, a later key
 over an earlier one. Text mode (HTTP headers, environment variables) keeps every value as text
-and takes any key.
+and takes any key; as such values are often secrets, its errors never show the item
+(``NOT_SHOWN`` stands in for it).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from agentgym.core.deprecation import warn_deprecated
 from agentgym.core.errors import ConfigError
 
-__all__ = ["parse_kwargs", "parse_pairs", "parse_value"]
+__all__ = ["NOT_SHOWN", "parse_kwargs", "parse_pairs", "parse_value"]
+
+
+class _NotShown:
+    """Stands in an error message for a value that may be a secret (a key, a header)."""
+
+    def __repr__(self) -> str:
+        return "<not shown>"
+
+
+NOT_SHOWN: Final = _NotShown()
 
 
 def parse_value(text: str) -> Any:
@@ -40,7 +51,7 @@ def _pair(item: str, flag: str, text: bool) -> tuple[str, str]:
     if not sep or not good_key:
         rule = "is not KEY=VALUE" + ("" if text else " (KEY a Python name)")
         example = "NAME=value" if text else "size=5"
-        raise ConfigError(flag, item, rule, f"write e.g. {flag} {example}")
+        raise ConfigError(flag, NOT_SHOWN if text else item, rule, f"write e.g. {flag} {example}")
     return key, value
 
 

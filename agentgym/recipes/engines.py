@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.core.errors import ConfigError, InfraError
+from agentgym.core.keyvalue import NOT_SHOWN
 from agentgym.inference.base import InferenceEngine, SamplingParams
 
 __all__ = [
@@ -104,12 +106,14 @@ class EngineSpec:
             )
         if self.kind != "openai" and self.api != "auto":
             raise ConfigError("api", self.api, "applies to --engine openai only", "drop --api")
-        if self.api_key_env is not None and not self.api_key_env.isidentifier():
+        if self.api_key_env is not None and _pasted_key(self.api_key_env):
             raise ConfigError(
-                "api_key_env",
-                self.api_key_env,
-                "is not an environment variable name",
-                "pass the variable's name (e.g. --api-key-env MY_KEY), never the key itself",
+                "--api-key-env",
+                NOT_SHOWN,
+                "takes the NAME of an environment variable; the value given looks like a key "
+                "itself (not shown)",
+                "put the key in a variable and pass its name: export MY_KEY=...; "
+                "--api-key-env MY_KEY",
             )
 
     @property
@@ -122,14 +126,31 @@ class EngineSpec:
         name = self.api_key_env or DEFAULT_API_KEY_ENV
         key = os.environ.get(name)
         if not key and self.api_key_env is not None:
+            shown = name if _ENV_NAME.fullmatch(name) else NOT_SHOWN  # "my_key" may be a key
             raise ConfigError(
-                "api_key_env", name, "is not set in the environment", f"export {name}=..."
+                "--api-key-env",
+                shown,
+                "names an environment variable that is not set",
+                f"export {name if shown is name else 'THE_VARIABLE'}=... before the command",
             )
         return key or None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec for reports and run folders (the key variable's name, never its value)."""
         return asdict(self)
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+"""A variable name as shell users write them; another value is not echoed in a message."""
+_KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "xai-", "ghp_", "github_pat_", "AIza", "Bearer")
+
+
+def _pasted_key(value: str) -> bool:
+    """Whether ``value``, given as a variable's name, looks like a key pasted in its place
+    (not a name, or a provider's key prefix and no such variable set)."""
+    if not value.isidentifier():
+        return True
+    return value.startswith(_KEY_PREFIXES) and value not in os.environ
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, *, model: bool = True) -> None:

@@ -48,3 +48,11 @@ def test_the_old_comma_form_still_reads_with_a_deprecation_warning() -> None:
 def test_what_is_neither_an_object_nor_a_pair_is_refused(item: str) -> None:
     with pytest.raises(ConfigError, match="--train-env-kwargs"):
         parse_kwargs([item], "--train-env-kwargs")
+
+
+def test_text_mode_errors_never_show_the_item() -> None:
+    """Headers and env vars hold secrets: a curl-style header is refused without echoing it."""
+    secret = "sk-header-sentinel-9d2e"
+    with pytest.raises(ConfigError, match="--header=<not shown>: is not KEY=VALUE") as info:
+        parse_pairs([f"Authorization: Bearer {secret}"], "--header", text=True)
+    assert secret not in str(info.value)

@@ -113,8 +113,9 @@ def test_engine_spec_refuses_incomplete_or_mixed_flags():
         EngineSpec("hf", url="http://127.0.0.1:1")
     with pytest.raises(ConfigError, match="api"):
         EngineSpec("hf", api="chat")
-    with pytest.raises(ConfigError, match="environment variable name"):
+    with pytest.raises(ConfigError, match="NAME of an environment variable") as refused:
         EngineSpec("openai", url="http://h", model="m", api_key_env="sk-live-123")
+    assert "sk-live-123" not in str(refused.value)
     with pytest.raises(ConfigError, match="engine"):
         EngineSpec("vllm")  # type: ignore[arg-type]
 

@@ -7,7 +7,8 @@ A server is one dict (a config file's JSON maps onto it directly)::
 
 Optional keys for both: ``"name"`` (shown in errors; defaults to the command or host) and
 ``"prefix"`` (prepended to the server's tool names, e.g. ``"time_"``: needed when two servers
-declare the same tool name).
+declare the same tool name). The values of ``"headers"`` and ``"env"`` (tokens, keys) are never
+shown in an error message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.keyvalue import NOT_SHOWN
 
 __all__ = ["STORE_SERVER", "ServerConfig", "parse_servers"]
 
@@ -83,12 +85,30 @@ def _strings(where: str, value: object, fix: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+_SECRET_KEYS = ("headers", "env")
+
+
+def _shown(value: object) -> object:
+    """``value`` for an error message: the values of a server's headers and env hidden."""
+    if isinstance(value, ServerConfig):
+        value = value.to_dict()
+    if not isinstance(value, Mapping):
+        return value
+    return {
+        k: {name: NOT_SHOWN for name in v} if k in _SECRET_KEYS and isinstance(v, Mapping) else v
+        for k, v in value.items()
+    }
+
+
 def _string_map(where: str, value: object) -> tuple[tuple[str, str], ...]:
+    """Headers or env vars: their values are never shown (they hold tokens and keys)."""
     fix = 'pass a dict of strings, e.g. {"KEY": "value"}'
     if not isinstance(value, Mapping):
-        raise ConfigError(where, value, "must be a dict of strings", fix)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ConfigError(where, value, "must map strings to strings", fix)
+        raise ConfigError(where, NOT_SHOWN, "must be a dict of strings", fix)
+    bad = [str(k) for k, v in value.items() if not (isinstance(k, str) and isinstance(v, str))]
+    if bad:
+        hidden = dict.fromkeys(map(str, value), NOT_SHOWN)
+        raise ConfigError(where, hidden, f"must map strings to strings (not so: {bad})", fix)
     return tuple(sorted(value.items()))
 
 
@@ -134,11 +154,13 @@ def parse_server(raw: object, where: str = "server") -> ServerConfig:
     has_command, has_url = "command" in raw, "url" in raw
     if has_command == has_url:
         rule = "has both 'command' and 'url'" if has_command else "has neither 'command' nor 'url'"
-        raise ConfigError(where, dict(raw), rule, f"pass exactly one, e.g. {_EXAMPLE}")
+        raise ConfigError(where, _shown(raw), rule, f"pass exactly one, e.g. {_EXAMPLE}")
     allowed = _STDIO_KEYS if has_command else _HTTP_KEYS
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise ConfigError(where, dict(raw), f"has unknown keys {unknown}", f"use {sorted(allowed)}")
+        raise ConfigError(
+            where, _shown(raw), f"has unknown keys {unknown}", f"use {sorted(allowed)}"
+        )
     return _parse_stdio(where, raw) if has_command else _parse_http(where, raw)
 
 
@@ -153,5 +175,5 @@ def parse_servers(servers: object) -> tuple[ServerConfig, ...]:
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         fix = 'give each server a distinct "name"'
-        raise ConfigError("servers", [c.to_dict() for c in configs], "names repeat", fix)
+        raise ConfigError("servers", [_shown(c) for c in configs], "names repeat", fix)
     return configs

@@ -81,3 +81,23 @@ def test_a_server_that_cannot_start_is_an_infra_error() -> None:
             servers={"command": "no-such-mcp-server"},
             tasks=[{"prompt": "p", "answer": "a"}],
         )
+
+
+SECRET = "sk-mcp-sentinel-41c7"
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [
+        [{"url": "http://h/mcp", "headers": {"Authorization": f"Bearer {SECRET}", "X-N": 3}}],
+        [{"url": "http://h/mcp", "headers": {"Authorization": SECRET}, "command": "x"}],
+        [{"url": "http://h/mcp", "headers": {"Authorization": SECRET}, "timeout": 5}],
+        [{"command": "x", "env": {"API_KEY": SECRET}}, {"command": "x"}],
+    ],
+)
+def test_errors_never_show_header_or_env_values(servers: list) -> None:
+    """Headers and env vars hold tokens: an error names their keys, never their values."""
+    with pytest.raises(ConfigError, match="Fix:") as info:
+        parse_servers(servers)
+    assert SECRET not in str(info.value)
+    assert "<not shown>" in str(info.value)
