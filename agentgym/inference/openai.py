@@ -48,7 +48,8 @@ def _model_not_found(error: HTTPStatusError) -> str | None:
         return None
     if not isinstance(answer, dict):
         return None
-    detail = answer.get("error") if isinstance(answer.get("error"), dict) else answer
+    nested = answer.get("error")
+    detail: dict[str, Any] = nested if isinstance(nested, dict) else answer
     if detail.get("code") == "model_not_found" or detail.get("type") == "NotFoundError":
         return str(detail.get("message") or "model not found")
     return None

@@ -34,7 +34,8 @@ import numpy as np
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Message, Turn
 from agentgym.inference.base import InferenceEngine, SamplingParams
-from agentgym.recipes.report import EvalResult, failure_of
+from agentgym.recipes.failures import failure_of
+from agentgym.recipes.report import EvalResult
 from agentgym.trainers.collector import episode_task
 
 __all__ = [

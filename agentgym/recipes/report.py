@@ -8,7 +8,8 @@
 
 An episode that failed outside the model (``info["infra_error"]``: a server down, a sandbox
 lost, an exception in the env's own code) is not judged: ``EvalResult.failures`` keeps its cause,
-``failure_lines`` groups the causes by kind, and ``unjudged`` says why nothing was judged.
+``failure_lines`` groups the causes by kind, and ``unjudged`` says why nothing was judged
+(``agentgym.recipes.failures``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym.core.errors import Error
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
+from agentgym.recipes.failures import NothingJudged, by_cause, failure_of, unjudged_reason
 from agentgym.trainers.collector import episode_task
-from agentgym.trainers.episodes import drop_cause
 
 __all__ = [
     "EvalResult",
@@ -52,26 +52,6 @@ def succeeded(episode: Episode) -> bool | None:
     """The env's ``info["success"]`` on the last turn; ``None`` when the env does not say
     (``Episode.success``: success is never guessed from the reward)."""
     return episode.success
-
-
-class NothingJudged(Error, RuntimeError):
-    """An evaluation judged none of its episodes (each failed outside the model, or its env
-    did not say whether it succeeded); the message says which and the fix."""
-
-
-def failure_of(episode: Episode) -> tuple[str, str] | None:
-    """``(kind, error)`` of an episode that failed outside the model (``info["infra_error"]``):
-    kind ``"env"`` where the env's own code raised, else ``"infra"``; error: what failed, and
-    the env call that raised it where known (``drop_cause``, as training counts them). None
-    for an episode the model played out."""
-    return drop_cause(episode) if episode.infra_error else None
-
-
-def _cause(error: str) -> str:
-    """The part of an error text that names its cause (``"ConnectionRefusedError"`` of
-    ``"ConnectionRefusedError: [Errno 111] ..."``): errors with the same cause are one group."""
-    head = error.split(":", 1)[0].strip()
-    return head if head.replace(".", "").replace(" ", "").isidentifier() else error
 
 
 @dataclass(frozen=True)
@@ -131,11 +111,7 @@ class EvalResult:
 
     def causes(self) -> list[tuple[str, int, str]]:
         """``(kind, episodes, example error)`` per cause of failure, most frequent first."""
-        groups: dict[tuple[str, str], list[str]] = {}
-        for _, kind, error in self.failures:
-            groups.setdefault((kind, _cause(error)), []).append(error)
-        ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
-        return [(kind, len(errors), errors[0]) for (kind, _), errors in ranked]
+        return by_cause([(kind, error) for _, kind, error in self.failures])
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON; ``success_rate`` is None when no episode was judged."""
@@ -175,25 +151,8 @@ class EvalResult:
         """Why no episode was judged, with the fix; None when some were."""
         if self.judged:
             return None
-        if not self.episodes:
-            return "no episode was played. Fix: ask for at least one episode"
-        kinds = {kind for _, kind, _ in self.failures}
-        why, fixes = [], []
-        if self.failures:
-            why.append(f"{len(self.failures)} failed outside the model")
-        if "infra" in kinds:
-            fixes.append(
-                "make the server, sandbox or browser the env needs reachable (see the causes)"
-            )
-        if "env" in kinds:
-            fixes.append("fix the exception in the env's code (its traceback is in the log)")
-        if self.outcomes:
-            why.append(f"{len(self.outcomes)} ended without info['success']")
-            fixes.append("make the env set info['success'] on an episode's last step")
-        return (
-            f"no episode could be judged: of {self.episodes}, {' and '.join(why)}. "
-            f"Fix: {'; '.join(fixes)}"
-        )
+        unknown = len(self.outcomes) - self.judged
+        return unjudged_reason(self.episodes, [kind for _, kind, _ in self.failures], unknown)
 
     def lines(self, indent: str = "  ") -> list[str]:
         """``describe`` and, below it, the failures by cause (``failure_lines``)."""
