@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import UnknownParserError
+from agentgym.core.jsonsafe import json_safe
 from agentgym.core.suggest import did_you_mean
 from agentgym.core.types import (
     Action,
@@ -274,7 +275,7 @@ def _parse_structured(message: Message, id_prefix: str) -> ParsedAction:
         if not isinstance(function, dict):
             _split(result, MalformedCall(call_id, repr(call)[:200], "tool call has no function"))
             continue
-        raw = json.dumps(function, default=str, skipkeys=True)[:10_000]
+        raw = json.dumps(function, default=json_safe, skipkeys=True)[:10_000]
         _split(result, _call_from_object(function, call_id, raw))
     return result
 

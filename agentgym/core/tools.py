@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 
 from agentgym.core.errors import ToolDefinitionError
+from agentgym.core.jsonsafe import json_safe
 
 __all__ = ["Tool", "ToolCallFailed", "tool"]
 
@@ -244,7 +245,7 @@ class Tool:
             result = await typing.cast(Awaitable[Any], result)
         if isinstance(result, str):
             return result
-        return json.dumps(result, ensure_ascii=False, default=str)
+        return json.dumps(result, ensure_ascii=False, default=json_safe)
 
 
 def tool(fn: Callable[..., Any]) -> Tool:

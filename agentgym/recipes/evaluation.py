@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.jsonsafe import json_safe
 from agentgym.core.types import Episode, Message, Turn
 from agentgym.inference.base import InferenceEngine, SamplingParams
 from agentgym.recipes.failures import failure_of
@@ -42,7 +43,6 @@ __all__ = [
     "TURN_TOKENS",
     "EvalRun",
     "evaluate_samples",
-    "json_safe",
     "pass_at_k",
     "turn_tokens",
     "write_jsonl",
@@ -77,31 +77,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with only JSON types: numpy scalars and arrays converted, tuples as lists,
-    non-finite floats as None, and anything else (objects, bytes) dropped from its mapping or
-    list."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer | np.bool_):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if isinstance(value, Mapping):
-        out = {str(k): json_safe(v) for k, v in value.items() if _keep(v)}
-        return out
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value if _keep(v)]
-    return None
-
-
-def _keep(value: Any) -> bool:
-    simple = (type(None), bool, int, str, float, np.generic, np.ndarray, Mapping, list, tuple)
-    return isinstance(value, simple)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.jsonsafe import json_safe
 
 __all__ = ["add_launch_arguments", "launch_command", "launch_train", "wants_launch"]
 
@@ -126,7 +127,7 @@ def launch_train(args: argparse.Namespace, resolve: Callable[[argparse.Namespace
         return 2
     with tempfile.TemporaryDirectory(prefix="agentgym-launch-") as folder:
         run_file = Path(folder) / "run.json"
-        run_file.write_text(json.dumps(run.to_dict(), default=str))
+        run_file.write_text(json.dumps(run.to_dict(), default=json_safe))
         command = launch_command(args, run_file)
         try:
             return subprocess.run(command, env=_worker_env(nproc), check=False).returncode

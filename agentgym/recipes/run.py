@@ -27,6 +27,7 @@ from typing import Any
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError, NoTrainableEpisodes
+from agentgym.core.jsonsafe import json_safe
 from agentgym.recipes.config import RunConfig
 from agentgym.recipes.eval_cache import cached_evaluation
 from agentgym.recipes.multiagent import evaluate_roles
@@ -232,7 +233,7 @@ class TaskLog:
             self.path.write_text("".join(f"{line}\n" for line in kept))
             self.lines = len(kept)
         with self.path.open("a") as file:
-            file.writelines(json.dumps(r, default=str) + "\n" for r in records)
+            file.writelines(json.dumps(r, default=json_safe) + "\n" for r in records)
         self.lines += len(records)
 
 
@@ -380,7 +381,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
     if trainer.backend.rank != 0:
         return _follow(run, trainer, source, out)
     run_json = {"run": run.to_dict(), "config": trainer.config.to_dict()}
-    (out / "run.json").write_text(json.dumps(run_json, indent=2, default=str))
+    (out / "run.json").write_text(json.dumps(run_json, indent=2, default=json_safe))
     print(f"run folder: {out}", flush=True)
     _start_eval(run, trainer, out)
     stop, guards = _StopFlag(), _guards(run)

@@ -20,9 +20,7 @@ OpenEnv's serializer drops an observation's ``metadata``, so the info travels as
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 __all__ = [
     "ACTION_FIELD",
@@ -31,7 +29,6 @@ __all__ = [
     "STATUS_PATH",
     "WS_PATH",
     "http_url",
-    "jsonable",
     "ws_url",
 ]
 
@@ -65,20 +62,3 @@ def http_url(url: str) -> str:
         if base.startswith(scheme):
             base = http + base[len(scheme) :]
     return base
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON types: tuples become lists, numpy scalars and arrays Python
-    numbers and lists, non-finite floats ``None``, other objects their ``str``."""
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    item = getattr(value, "tolist", None)  # numpy scalars and arrays
-    if callable(item):
-        return jsonable(item())
-    return str(value)

@@ -13,10 +13,10 @@ import threading
 from typing import Any, Literal
 
 from agentgym.core.errors import ConfigError
+from agentgym.core.jsonsafe import json_safe
 from agentgym.envs.validate import choice, seconds
 from agentgym.extras import pip_install
 from agentgym.vector.launch import LocalServer, server_status, start_server
-from agentgym.vector.protocol import jsonable
 from agentgym.vector.proxy import ProxyEnv, RemoteEnvError
 from agentgym.vector.transports.openenv import OpenEnvTransport
 
@@ -39,7 +39,7 @@ _LOCAL_LOCK = threading.Lock()
 
 def _local_server(env_id: str, env_kwargs: dict[str, Any]) -> LocalServer:
     """The server of ``env_id`` this process started, shared by its Remote-v0 envs."""
-    key = json.dumps([env_id, jsonable(env_kwargs)], sort_keys=True)
+    key = json.dumps([env_id, json_safe(env_kwargs)], sort_keys=True)
     with _LOCAL_LOCK:
         server = _LOCAL.get(key)
         if server is None or server.process.poll() is not None:

@@ -52,9 +52,10 @@ from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TOOLS, TRUNCATION_REASON
+from agentgym.core.jsonsafe import json_safe
 from agentgym.core.tools import clip
 from agentgym.registry import env_info, resolve_id
-from agentgym.vector.protocol import STATUS_PATH, jsonable
+from agentgym.vector.protocol import STATUS_PATH
 
 __all__ = [
     "AgentAction",
@@ -187,8 +188,8 @@ def _observation(
     messages: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
 ) -> AgentObservation:
     return AgentObservation(
-        messages=jsonable(list(messages)),
-        info=jsonable(info),
+        messages=json_safe(list(messages)),
+        info=json_safe(info),
         terminated=terminated,
         truncated=truncated,
         done=terminated or truncated,
@@ -295,7 +296,7 @@ class ServedEnv(Environment[AgentAction, AgentObservation, State]):
             episode_id=self._episode_id,
             step_count=self._steps,
             env_id=self.options.env_id,
-            task_id=jsonable(self._task_id),
+            task_id=json_safe(self._task_id),
         )
 
     def get_metadata(self) -> EnvironmentMetadata:

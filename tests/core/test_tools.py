@@ -287,3 +287,16 @@ def test_literal_schema_names_its_type_and_optional_literal_accepts_null() -> No
     assert picked.validation_error({"mode": None}) is None
     assert picked.validation_error({"mode": "fast"}) is None
     assert picked.validation_error({"mode": "medium"}) is not None
+
+
+def test_a_non_text_result_is_json_with_the_one_policy_for_unknown_objects() -> None:
+    class Reading:
+        def __repr__(self) -> str:
+            return "Reading(3)"
+
+    def measure() -> dict[str, Any]:
+        """Measure."""
+        return {"reading": Reading(), "unit": {"cm"}}
+
+    result = asyncio.run(Tool.from_function(measure).call({}))
+    assert json.loads(result) == {"reading": "<Reading: Reading(3)>", "unit": ["cm"]}

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded, InfraError
+from agentgym.core.jsonsafe import json_safe
 from agentgym.core.tools import clip
 from agentgym.envs.mcp.config import ServerConfig
 from agentgym.extras import pip_install
@@ -119,7 +120,7 @@ def outcome_of(result: Any, limit: int) -> CallOutcome:
     text = "\n".join(_block_text(block) for block in result.content)
     structured = result.structured_content
     if not text and structured is not None:
-        text = json.dumps(structured, ensure_ascii=False, default=str)
+        text = json.dumps(structured, ensure_ascii=False, default=json_safe)
     return CallOutcome(clip(text, limit), structured, bool(result.is_error))
 
 

@@ -26,8 +26,9 @@ from agentgym.core.aio import deadline
 from agentgym.core.env import StepResult
 from agentgym.core.errors import ConfigError, EnvStateError, InfraError
 from agentgym.core.info import TOOLS
+from agentgym.core.jsonsafe import json_safe
 from agentgym.core.types import Observation, user
-from agentgym.vector.protocol import ACTION_FIELD, CAPACITY_REACHED, jsonable, ws_url
+from agentgym.vector.protocol import ACTION_FIELD, CAPACITY_REACHED, ws_url
 from agentgym.vector.proxy import Description, RemoteEnvError
 
 __all__ = ["OpenEnvTransport"]
@@ -70,10 +71,10 @@ def _unpack(payload: dict[str, Any]) -> StepResult:
 def _message(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     if method == "reset":
         data = {k: v for k, v in kwargs.items() if v is not None}  # seed, options
-        return {"type": "reset", "data": jsonable(data)}
+        return {"type": "reset", "data": json_safe(data)}
     if method == "step":
         (action,) = args
-        return {"type": "step", "data": {ACTION_FIELD: jsonable(action)}}
+        return {"type": "step", "data": {ACTION_FIELD: json_safe(action)}}
     raise ConfigError("method", method, "is not a call of an OpenEnv session", "call reset or step")
 
 
