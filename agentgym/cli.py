@@ -3,10 +3,16 @@
 ::
 
     agentgym list [--family F] [--tag T] [--json]
-    agentgym play <env-id> [--seed N] [--task-id ID] [--role R] [--opponent NAME] [--kw k=v ...]
+    agentgym play <env-id> [--seed N] [--task-id ID] [--role R] [--opponent NAME] [--env-kwargs ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--engine hf|openai|sglang] [--model DIR|NAME] [-n N] [--json] ...
-    agentgym serve-env <env-id> [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
+    agentgym serve-env --env ID [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
+
+Every command that makes an env takes it the same way (docs/configuration.md): the id (or
+``module:Env-v0``, which imports ``module`` first, as ``gym.make`` does), ``--env-kwargs``
+(``KEY=VALUE`` items, the value read as JSON when it parses, or JSON objects; repeatable) and
+``--import MODULE`` (repeatable) for modules that register the user's own envs. An unknown id or
+argument is refused before anything loads.
     agentgym mcp inspect [--url URL] [--call TOOL] [--arguments JSON] [--json] [-- COMMAND ...]
 
 Each subcommand is one entry in ``COMMANDS``: a function that declares its arguments on an
@@ -30,11 +36,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import gymnasium as gym
 
 import agentgym
+from agentgym.core.deprecation import warn_deprecated
 from agentgym.core.info import TASK_ID, TOOLS
+from agentgym.core.keyvalue import parse_kwargs
 from agentgym.core.multiagent import MultiAgentEnv
 from agentgym.error import ConfigError
 from agentgym.extras import install_hint, missing_requirements
 from agentgym.registry import EnvInfo, env_info, list_envs, plugins
+from agentgym.registry.lookup import add_env_arguments, prepare_env
 from agentgym.registry.multiagent import MultiAgentInfo, list_multiagent_envs
 
 if TYPE_CHECKING:
@@ -172,13 +181,9 @@ def _add_play_arguments(parser: argparse.ArgumentParser) -> None:
         help="multi-agent envs: the scripted player of the roles you do not play (e.g. TicTacToe's "
         "heuristic; default each role's own)",
     )
-    parser.add_argument(
-        "--kw",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="constructor argument; VALUE is read as JSON when it parses, else as a string",
+    add_env_arguments(parser)
+    parser.add_argument(  # the old spelling of --env-kwargs
+        "--kw", action="extend", nargs="+", default=[], help=argparse.SUPPRESS
     )
 
 
@@ -190,31 +195,16 @@ def _task_id(text: str) -> int | str:
         return text
 
 
-def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["size=5", "slippery=true", "name=x"]`` -> ``{"size": 5, "slippery": True, "name": "x"}``.
-
-    Raises ``ValueError`` on a pair that is not ``KEY=VALUE``.
-    """
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--kw {pair!r} is not KEY=VALUE (KEY a Python name), e.g. size=5")
-        try:
-            kwargs[key] = json.loads(text)
-        except json.JSONDecodeError:
-            kwargs[key] = text
-    return kwargs
-
-
 def _ids() -> set[str]:
     return {info.id for info in list_envs()}
 
 
 def _run_play(args: argparse.Namespace) -> int:
     try:
-        kwargs = parse_kwargs(args.kw)
-        env = agentgym.make(args.env_id, **kwargs)
+        if args.kw:
+            warn_deprecated("agentgym play --kw", "--env-kwargs")
+        kwargs = parse_kwargs([*args.kw, *args.env_kwargs])
+        env = agentgym.make(prepare_env(args.env_id, kwargs, args.imports), **kwargs)
     except ImportError as e:  # an env whose optional dependencies are not installed
         return _error("play", f"{e}.{install_hint(_env_extras(args.env_id))}")
     except (gym.error.Error, ValueError, TypeError) as e:

@@ -2,7 +2,7 @@
 
 Transports: ``in-process`` (the default), ``ray-1`` and ``ray-2`` (``workers="ray"`` on a
 ``ray.cluster_utils.Cluster`` simulation of 1 and 2 nodes, each node declaring ``--node-cpus``
-CPUs on this one machine), and ``env-server`` (``agentgym serve-env <id>`` in a child process,
+CPUs on this one machine), and ``env-server`` (``agentgym serve-env --env <id>`` in a child process,
 driven through ``agentgym/Remote-v0`` with ``session="env"``: one WebSocket per env). Workloads:
 
 - ``io``: ``agentgym/BenchSleep-v0``, an env whose step awaits ``--io-delay`` seconds (50 ms:
@@ -100,14 +100,14 @@ def ray_cluster(nodes: int, node_cpus: int) -> Iterator[None]:
 
 @contextmanager
 def env_server(env_id: str, num_envs: int, kwargs: dict[str, Any]) -> Iterator[str]:
-    """``agentgym serve-env env_id`` in a child process (with BenchSleep-v0 registered there
+    """``agentgym serve-env --env env_id`` in a child process (with BenchSleep-v0 registered there
     too); yields its URL."""
     import subprocess
 
     from agentgym.vector.launch import LocalServer, _wait_ready
 
     here = str(Path(__file__).resolve().parent)
-    argv = ["serve-env", env_id, "--port", "0", "--num-envs", str(num_envs)]
+    argv = ["serve-env", "--env", env_id, "--port", "0", "--num-envs", str(num_envs)]
     argv += ["--env-kwargs", *(f"{k}={json.dumps(v)}" for k, v in kwargs.items())]
     code = (
         f"import sys; sys.path.insert(0, {here!r}); import agentgym; "

@@ -53,6 +53,34 @@ its field, the rule it breaks, the layer that set it and a fix; an unknown key w
 field name. The resolved run is written to the run folder's `run.json`.
 
 Shipped recipes: {recipes}.
+
+## The env and its arguments, in every command
+
+`agentgym train`, `eval`, `play` and `serve-env` take the env the same way:
+
+- `--env ID` (`play`: the first argument): a registered id (`agentgym list`), or
+  `module:Env-v0`, which imports `module` first, as `gym.make("module:Env-v0")` does: the way
+  to an env that your own code registers. `--import MODULE` (repeatable; `imports = [...]` in a
+  run file) imports modules before the id is looked up. The module is found from the current
+  folder too.
+- `--env-kwargs ITEM ...`: constructor arguments, each item `KEY=VALUE` (the value read as JSON
+  when it parses, `5`, `true`, `null`, `[3, 4]`, else as text) or a JSON object; several items,
+  the flag repeated, a later key over an earlier one. In a run file: the `[env_kwargs]` table.
+  `--train-env-kwargs`, `--curriculum-kwargs` and `--role-policies` read the same way; `--set`
+  and `--option` take one `KEY=VALUE` each.
+
+```sh
+agentgym train --env agentgym/FrozenLake-v0 --env-kwargs size=5 slippery=true
+agentgym train --env mymodule:MyEnv-v0 --env-kwargs '{{"sizes": [3, 4]}}'
+agentgym eval --import mypkg.envs --env myorg/MyEnv-v0 --env-kwargs tasks=mine.jsonl
+agentgym serve-env --env agentgym/Math-v0 --env-kwargs size=100 --port 8000
+```
+
+Before anything loads (no model, no run folder), an unknown id is refused with the closest
+registered one and how to reach your own, and an argument that the env's constructor does not
+take with the closest name and the valid ones (an env whose constructor takes `**kwargs` takes
+any). The old spellings still work, with a deprecation warning: `--env-kwargs a=1,b=2`
+(commas), `play --kw`, `serve-env ENV_ID` (positional).
 """
 
 

@@ -13,7 +13,8 @@ import gymnasium as gym
 import pytest
 
 from agentgym import extras
-from agentgym.cli import main, parse_kwargs
+from agentgym.cli import main
+from agentgym.core.errors import AgentGymDeprecationWarning
 from agentgym.envs.frozenlake import generate_map
 from agentgym.registry import MAKERS
 from agentgym.registry.multiagent import _MULTI
@@ -114,7 +115,8 @@ def test_play_solves_a_task_through_stdin(monkeypatch, capsys):
 
 
 def test_play_offers_a_new_episode_and_passes_kwargs(monkeypatch, capsys):
-    args = ["play", ENV_ID, "--seed", "0", "--kw", "size=2", "hole_prob=0", "--kw", "max_turns=5"]
+    kwargs = ["--env-kwargs", "size=2", "hole_prob=0", "--env-kwargs", '{"max_turns": 5}']
+    args = ["play", ENV_ID, "--seed", "0", *kwargs]
     code, out, _ = run(monkeypatch, capsys, args, "right\ndown\n\nhello\n:q\n")
     assert code == 0
     assert out.count("=== New episode") == 2
@@ -146,12 +148,29 @@ def test_play_unknown_env_suggests_the_right_id(monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     ("kw", "message"),
-    [("size=1", "size=1"), ("size", "KEY=VALUE"), ("colour=3", "colour")],
+    [("size=1", "size=1"), ("size", "KEY=VALUE"), ("colour=3", "Valid arguments: size")],
 )
 def test_play_bad_kwargs_exit_2_with_a_message(monkeypatch, capsys, kw, message):
-    code, _, err = run(monkeypatch, capsys, ["play", ENV_ID, "--kw", kw])
+    code, _, err = run(monkeypatch, capsys, ["play", ENV_ID, "--env-kwargs", kw])
     assert code == 2
     assert message in err
+
+
+def test_play_kw_still_works_with_a_deprecation_warning(monkeypatch, capsys):
+    with pytest.warns(AgentGymDeprecationWarning, match="play --kw is deprecated.*--env-kwargs"):
+        code, out, _ = run(monkeypatch, capsys, ["play", ENV_ID, "--kw", "size=2"], ":q\n")
+    assert code == 0
+    assert "=== New episode" in out
+
+
+def test_play_plays_your_own_env_by_module_and_id(monkeypatch, capsys, user_envs):
+    """Gymnasium's ``module:Env-v0``, and ``--import``: an env registered by the user's module."""
+    module, env_id = user_envs
+    for argv in (["play", f"{module}:{env_id}"], ["play", env_id, "--import", module]):
+        code, out, err = run(monkeypatch, capsys, argv, "right\ndown\n:q\n")
+        assert code == 0, err
+        assert "P F\nF G" in out  # the module registered a 2x2 map without holes
+        assert "Episode over. Return: 1" in out
 
 
 def test_play_rejected_task_id_exits_2(monkeypatch, capsys):
@@ -232,9 +251,92 @@ def test_play_refuses_a_role_it_cannot_seat(monkeypatch, capsys, args, message):
     assert "Traceback" not in err
 
 
-def test_parse_kwargs_reads_json_then_strings():
-    parsed = parse_kwargs(["a=5", "b=true", "c=0.5", "d=hello", "e=[1, 2]", "f=", "g=x=y"])
-    assert parsed == {"a": 5, "b": True, "c": 0.5, "d": "hello", "e": [1, 2], "f": "", "g": "x=y"}
+# --- every command that makes an env ---------------------------------------------------------
+
+ENV_COMMANDS: dict[str, list[str]] = {
+    "train": ["train", "--out", "{tmp}/run", "--env", "{env}"],
+    "eval": ["eval", "--env", "{env}"],
+    "play": ["play", "{env}"],
+    "serve-env": ["serve-env", "--port", "0", "--env", "{env}"],
+}
+
+
+def _command(name: str, env: str, tmp_path: Path, *more: str) -> list[str]:
+    return [a.format(env=env, tmp=tmp_path) for a in ENV_COMMANDS[name]] + list(more)
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch, tmp_path):
+    """A model load fails the test; on exit, no run folder was made."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("agentgym.models.load", load)
+    yield
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.usefixtures("nothing_loads")
+@pytest.mark.parametrize("command", ENV_COMMANDS)
+def test_every_command_reads_env_kwargs_one_way_and_refuses_an_unknown_name(
+    command, monkeypatch, capsys, tmp_path
+):
+    kwargs = ["--env-kwargs", "size=3", "slippery=false", "--env-kwargs", '{"sise": 5}']
+    code, _, err = run(monkeypatch, capsys, _command(command, ENV_ID, tmp_path, *kwargs))
+    assert code == 2
+    assert f"--env-kwargs sise=5: is not an argument of {ENV_ID}" in err
+    assert "Did you mean 'size'? Valid arguments: size, sizes, hole_prob, slippery" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("nothing_loads")
+@pytest.mark.parametrize("command", ENV_COMMANDS)
+def test_every_command_refuses_an_unknown_id_in_a_few_lines(command, monkeypatch, capsys, tmp_path):
+    code, _, err = run(monkeypatch, capsys, _command(command, "agentgym/FrozenLke-v0", tmp_path))
+    assert code == 2
+    assert "No env registered with id 'agentgym/FrozenLke-v0'." in err
+    assert "Did you mean 'agentgym/FrozenLake-v0'?" in err
+    assert "--env yourmodule:MyEnv-v0" in err  # how to reach an env of your own
+    assert "--import yourmodule" in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) <= 3
+
+
+@pytest.mark.usefixtures("nothing_loads")
+@pytest.mark.parametrize("command", ENV_COMMANDS)
+@pytest.mark.parametrize("form", ["module:id", "--import"])
+def test_every_command_reaches_your_own_env(
+    command, form, monkeypatch, capsys, tmp_path, user_envs
+):
+    """The id registered by the user's module is found (then its arguments checked)."""
+    module, env_id = user_envs
+    given, more = (
+        (f"{module}:{env_id}", []) if form == "module:id" else (env_id, ["--import", module])
+    )
+    argv = _command(command, given, tmp_path, *more, "--env-kwargs", "sise=5")
+    code, _, err = run(monkeypatch, capsys, argv)
+    assert code == 2
+    assert f"--env-kwargs sise=5: is not an argument of {env_id}" in err
+    assert "Did you mean 'size'?" in err
+
+
+def test_serve_env_takes_the_id_as_it_did_with_a_deprecation_warning(monkeypatch, capsys):
+    served = []
+    monkeypatch.setattr(
+        "agentgym.vector.serve_env_cli.serve", lambda options, *a: served.append(options)
+    )
+    with pytest.warns(AgentGymDeprecationWarning, match="serve-env ENV_ID is deprecated"):
+        code, _, err = run(monkeypatch, capsys, ["serve-env", ENV_ID, "--env-kwargs", "size=3"])
+    assert code == 0, err
+    assert served[0].env_id == ENV_ID
+    assert served[0].env_kwargs == {"size": 3}
+    code, _, err = run(monkeypatch, capsys, ["serve-env", ENV_ID, "--env", ENV_ID])
+    assert code == 2
+    assert "pass the id once, as --env" in err
+    code, _, err = run(monkeypatch, capsys, ["serve-env"])
+    assert code == 2
+    assert "--env=None: is missing" in err
 
 
 def test_no_subcommand_and_help(monkeypatch, capsys):
@@ -253,7 +355,7 @@ def test_console_script_plays_an_episode():
     script = Path(sys.executable).with_name("agentgym")
     assert script.exists(), "the agentgym console script is not installed next to python"
     result = subprocess.run(
-        [str(script), "play", ENV_ID, "--kw", "size=2", "hole_prob=0"],
+        [str(script), "play", ENV_ID, "--env-kwargs", "size=2", "hole_prob=0"],
         input="```right```\ndown\n:q\n",
         capture_output=True,
         text=True,
@@ -333,7 +435,8 @@ def test_list_and_play_need_only_the_core():
     listed = _blocked("list")
     assert listed.returncode == 0, listed.stderr
     assert ENV_ID in listed.stdout
-    played = _blocked("play", ENV_ID, "--kw", "size=2", "hole_prob=0", stdin="right\ndown\n:q\n")
+    kwargs = ("--env-kwargs", "size=2", "hole_prob=0")
+    played = _blocked("play", ENV_ID, *kwargs, stdin="right\ndown\n:q\n")
     assert played.returncode == 0, played.stderr
     assert "Episode over. Return: 1" in played.stdout
 

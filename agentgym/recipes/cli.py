@@ -25,7 +25,8 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, RegistryError
+from agentgym.core.keyvalue import parse_kwargs, parse_pairs
 from agentgym.recipes.config import (
     Layer,
     RunConfig,
@@ -40,35 +41,13 @@ __all__ = [
 ]
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as JSON when they parse)."""
-    result: dict[str, Any] = {}
-    for pair in values:
-        key, sep, text = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ConfigError(flag, pair, "is not KEY=VALUE", f"write e.g. {flag} name=1e-3")
-        try:
-            result[key] = json.loads(text)
-        except json.JSONDecodeError:
-            result[key] = text
-    return result
-
-
-def _kwargs(text: str | None, flag: str = "--env-kwargs") -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return _pairs(text.split(","), flag)
-    if not isinstance(value, dict):
-        raise ConfigError(flag, text, "is not a JSON object", "use '{\"size\": 5}'")
-    return value
-
+# A mapping flag takes KEY=VALUE items and JSON objects (agentgym.core.keyvalue), repeatable.
+_MAPPING: dict[str, Any] = {"action": "extend", "nargs": "+", "metavar": "KEY=VALUE|JSON"}
 
 # Each flag sets the run field of the same name; its help is the field's docstring.
 _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("--env", "env", {}),
+    ("--env", "env", {"metavar": "ID|MODULE:ID"}),
+    ("--import", "imports", {"action": "append", "metavar": "MODULE"}),
     ("--algo", "algo", {"choices": ["grpo", "ppo", "dapo"]}),
     ("--backend", "backend", {"choices": ["torch", "deepspeed"]}),
     ("--model", "model", {}),
@@ -76,17 +55,17 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--steps", "steps", {"type": int}),
     ("--out", "out", {}),
     ("--seed", "seed", {"type": int}),
-    ("--env-kwargs", "env_kwargs", {"metavar": "JSON|K=V,..."}),
-    ("--train-env-kwargs", "train_env_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--env-kwargs", "env_kwargs", _MAPPING),
+    ("--train-env-kwargs", "train_env_kwargs", _MAPPING),
     ("--curriculum", "curriculum", {"choices": ["uniform", "schedule", "adaptive"]}),
-    ("--curriculum-kwargs", "curriculum_kwargs", {"metavar": "JSON|K=V,..."}),
+    ("--curriculum-kwargs", "curriculum_kwargs", _MAPPING),
     ("--env-workers", "env_workers", {"choices": ["thread", "process", "ray"]}),
     ("--max-turns", "max_turns", {"type": int}),
     ("--history-turns", "history_turns", {"metavar": "K|all"}),
     ("--scaffold", "scaffold", {"choices": ["default", "react", "memory"]}),
     ("--action-choices", "action_choices", {"action": argparse.BooleanOptionalAction}),
     ("--train-roles", "train_roles", {"metavar": "ROLE,..."}),
-    ("--role-policies", "role_policies", {"metavar": "JSON|ROLE=NAME,..."}),
+    ("--role-policies", "role_policies", {**_MAPPING, "metavar": "ROLE=NAME|JSON"}),
     ("--eval-episodes", "eval_episodes", {"type": int}),
     ("--eval-temperature", "eval_temperature", {"type": float}),
     ("--checkpoint-every", "checkpoint_every", {"type": int}),
@@ -241,7 +220,7 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
     for flag, name, _ in _TRAIN_FLAGS:
         value = getattr(args, name, None)
         if value is not None and name in _MAPPING_FLAGS:
-            value = _kwargs(value, flag)
+            value = parse_kwargs(value, flag)
         if value is not None and name == "guards":  # a run file's [guards] table stays
             value = {"enabled": value == "default"}
         if value is not None:
@@ -251,14 +230,22 @@ def run_from_args(args: argparse.Namespace) -> RunConfig:
         if value is not None:
             layers.append(Layer(flag, {table: {name: value}}))
     if args.overrides:
-        layers.append(Layer("--set", {"config": _pairs(args.overrides, "--set")}))
+        layers.append(Layer("--set", {"config": parse_pairs(args.overrides, "--set")}))
     if args.option_pairs:
-        layers.append(Layer("--option", {"options": _pairs(args.option_pairs, "--option")}))
+        layers.append(Layer("--option", {"options": parse_pairs(args.option_pairs, "--option")}))
     resumed = _resumed(layers)
     return resolve_run(*([resumed] if resumed else []), *layers)
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from agentgym.registry.lookup import prepare_env
+
+    try:  # an unknown env or env argument fails here: nothing loaded, no run folder made
+        run = run_from_args(args)
+        prepare_env(run.env, {**run.env_kwargs, **run.train_env_kwargs}, run.imports)
+    except (ConfigError, RegistryError) as error:
+        print(f"agentgym train: error: {error}", file=sys.stderr)
+        return 2
     from agentgym.recipes.launch import launch_train, wants_launch
     from agentgym.recipes.run import train_run
 
@@ -269,7 +256,7 @@ def run_train(args: argparse.Namespace) -> int:
     from agentgym.trainers.weight_sync import InferenceServerError
 
     try:
-        summary = train_run(run_from_args(args))
+        summary = train_run(run)
     except ConfigError as error:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from agentgym.core.config import Config, require
 from agentgym.core.errors import ConfigError
+from agentgym.registry import split_module
 
 if TYPE_CHECKING:
     from agentgym.trainers.config import AlgorithmConfig, TrainOptions
@@ -81,7 +82,10 @@ class RunConfig(Config):
     """Everything ``agentgym train`` does, resolved: build it with ``resolve_run``."""
 
     env: str = DEFAULT_ENV
-    """Env id to train on and to evaluate."""
+    """Env id to train on and to evaluate; module:Env-v0 imports module first (an env that
+    your own code registers), as gym.make does."""
+    imports: tuple[str, ...] = ()
+    """Modules to import before the env is looked up (their import registers your envs)."""
     algo: str = DEFAULT_ALGO
     """Algorithm (ppo, grpo, dapo or a registered name): the preset the config table edits."""
     backend: Literal["torch", "deepspeed"] = "torch"
@@ -349,9 +353,14 @@ def _merge(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, tuple[int
 def resolve_run(*layers: Layer) -> RunConfig:
     """The run that ``layers`` (lowest first) describe, over the recipe of its (env, algo)."""
     merged, _ = _merge(layers)
-    recipe = find_recipe(merged.get("env", DEFAULT_ENV), merged.get("algo", DEFAULT_ALGO))
+    _, env = split_module(str(merged.get("env", DEFAULT_ENV)))
+    recipe = find_recipe(env, merged.get("algo", DEFAULT_ALGO))
     stack = [recipe, *layers] if recipe is not None else list(layers)
     merged, setters = _merge(stack)
+    module, merged["env"] = split_module(str(merged.get("env", DEFAULT_ENV)))
+    imports = merged.get("imports", [])
+    if module is not None and isinstance(imports, list | tuple):  # module:Env-v0 imports it
+        merged["imports"] = list(dict.fromkeys([*imports, module]))
     if merged.get("model") is not None:
         # a model given over a lower layer's init (a recipe's) starts as it is; an init given
         # with it or after it is a mistake that RunConfig reports

@@ -19,7 +19,8 @@ import sys
 from typing import Any
 
 from agentgym.core.errors import ConfigError, InfraError, RegistryError
-from agentgym.recipes.cli import _kwargs, _trained_env_kwargs, _trained_run
+from agentgym.core.keyvalue import parse_kwargs
+from agentgym.recipes.cli import _trained_env_kwargs, _trained_run
 from agentgym.recipes.config import DEFAULT_ENV, history_window
 
 __all__ = ["add_eval_arguments", "run_eval"]
@@ -28,6 +29,7 @@ __all__ = ["add_eval_arguments", "run_eval"]
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``agentgym eval``'s flags (the engine flags: ``agentgym.recipes.engines``)."""
     from agentgym.recipes.engines import add_engine_arguments
+    from agentgym.registry.lookup import add_env_arguments
 
     parser.epilog = (
         "A served model: --engine openai --engine-url URL --model NAME (vLLM, SGLang, agentgym "
@@ -62,7 +64,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "and Code 1024; agentgym.recipes.evaluation.TURN_TOKENS)",
     )
     add("--concurrency", type=int, default=64, help="episodes played at once (default 64)")
-    add("--env-kwargs", help="env arguments, JSON ('{\"size\": 5}') or k=v,k=v")
+    add_env_arguments(parser)
     add(
         "--history-turns",
         metavar="K|all",
@@ -124,7 +126,7 @@ def _policy_settings(args: argparse.Namespace, served: bool) -> tuple[int | None
     choices = args.action_choices
     if choices is None:
         choices = bool(trained.get("action_choices", False))
-    env_kwargs = {**_trained_env_kwargs(trained, args.env), **_kwargs(args.env_kwargs)}
+    env_kwargs = {**_trained_env_kwargs(trained, args.env), **parse_kwargs(args.env_kwargs)}
     return history_window(given), choices, env_kwargs
 
 
@@ -135,6 +137,13 @@ def _env_id(args: argparse.Namespace, served: bool) -> str:
         return str(args.env)
     trained = {} if served else _trained_run(args.model)
     return str(trained.get("env") or DEFAULT_ENV)
+
+
+def _imports(args: argparse.Namespace, served: bool) -> list[str]:
+    """The modules to import first: the run's that trained an in-process ``--model`` (they
+    register its env), then --import's."""
+    trained = {} if served else _trained_run(args.model)
+    return [*trained.get("imports", ()), *args.imports]
 
 
 def _scaffold(args: argparse.Namespace, served: bool) -> str:
@@ -192,14 +201,16 @@ def run_eval(args: argparse.Namespace) -> int:
     from agentgym.core.aio import run_sync
     from agentgym.recipes.engines import engine_spec, make_engine
     from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl
+    from agentgym.registry.lookup import check_env_kwargs, find_env
     from agentgym.rollout.scaffold import make_scaffold
 
     try:
         spec = engine_spec(args)
-        args.env = _env_id(args, spec.served)
+        args.env = find_env(_env_id(args, spec.served), _imports(args, spec.served))
         _single_agent(args.env)
         tasks, samples, ks = _counts(args)
         history, choices, env_kwargs = _policy_settings(args, spec.served)
+        check_env_kwargs(args.env, env_kwargs)  # before the model loads
         scaffold = _scaffold(args, spec.served)
         max_tokens = turn_tokens(args.env) if args.max_tokens is None else args.max_tokens
         engine = make_engine(spec, seed=args.seed)

@@ -33,6 +33,7 @@ from agentgym.recipes.eval_cache import cached_evaluation
 from agentgym.recipes.multiagent import evaluate_roles
 from agentgym.recipes.multiagent import run_source as multiagent_source
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
+from agentgym.registry.lookup import prepare_env
 from agentgym.registry.multiagent import is_multiagent
 from agentgym.rollout.scaffold import make_scaffold
 from agentgym.trainers.collector import CollectorSource
@@ -376,6 +377,8 @@ def train_run(run: RunConfig) -> dict[str, Any]:
     if run.out is None:
         raise ConfigError("out", None, "is not resolved", "build the run with resolve_run")
     out = Path(run.out)
+    # an unknown env id or argument fails before a run folder is made or a model loads
+    prepare_env(run.env, {**run.env_kwargs, **run.train_env_kwargs}, run.imports)
     _prepare_out(run, out)
     trainer, source = _build(run, out)
     if trainer.backend.rank != 0:

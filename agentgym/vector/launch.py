@@ -1,8 +1,8 @@
 """Start ``agentgym serve-env`` in a child process, and read a server's ``/status``.
 
-``start_server`` runs ``python -m agentgym serve-env ENV_ID --port 0 ...`` and waits for the line
-the server prints once it listens, which names the port it took. ``RemoteEnv`` uses it when it
-is given no ``url``; tests and benchmarks use it to get a server in a separate process.
+``start_server`` runs ``python -m agentgym serve-env --env ENV_ID --port 0 ...`` and waits for
+the line the server prints once it listens, which names the port it took. ``RemoteEnv`` uses it
+when it is given no ``url``; tests and benchmarks use it to get a server in a separate process.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def start_server(
     stderr is this process's. Raises ``InfraError`` with the child's output if it exits or is
     not listening within ``timeout`` seconds (a bad env id, a missing extra).
     """
-    command = [sys.executable, "-m", "agentgym", "serve-env", env_id, "--host", host]
+    command = [sys.executable, "-m", "agentgym", "serve-env", "--env", env_id, "--host", host]
     command += ["--port", "0", "--num-envs", str(num_envs), *args]
     if env_kwargs:
         command += ["--env-kwargs", *(f"{k}={json.dumps(v)}" for k, v in env_kwargs.items())]

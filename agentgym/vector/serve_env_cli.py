@@ -7,31 +7,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
-from typing import Any
 
+from agentgym.core.deprecation import warn_deprecated
 from agentgym.core.errors import ConfigError, Error
+from agentgym.core.keyvalue import parse_kwargs
+from agentgym.registry.lookup import add_env_arguments, prepare_env
 from agentgym.vector.protocol import READY_PREFIX, STATUS_PATH
 from agentgym.vector.serve_env import ServeOptions, build_app, close_sessions, make_env
 
-__all__ = ["add_serve_env_arguments", "parse_env_kwargs", "run_serve_env", "serve"]
-
-
-def parse_env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    """``["size=4", "name=x"]`` -> ``{"size": 4, "name": "x"}``: each value is JSON when it
-    parses as JSON, else the text itself."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError("--env-kwargs", pair, "is not key=value", "--env-kwargs size=4")
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return kwargs
+__all__ = ["add_serve_env_arguments", "run_serve_env", "serve"]
 
 
 def _seconds_or_none(text: str) -> float | None:
@@ -39,14 +25,14 @@ def _seconds_or_none(text: str) -> float | None:
 
 
 def add_serve_env_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("env_id", help="the registered env to serve, e.g. agentgym/Math-v0")
+    parser.add_argument(
+        "--env", metavar="ID|MODULE:ID", help="the env to serve, e.g. agentgym/Math-v0"
+    )
+    parser.add_argument("env_id", nargs="?", help=argparse.SUPPRESS)  # the old spelling of --env
     parser.add_argument("--num-envs", type=int, default=1, help="most concurrent sessions")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed)")
-    parser.add_argument(
-        "--env-kwargs", nargs="*", default=[], metavar="KEY=VALUE",
-        help="constructor arguments of the env (values parsed as JSON when they are)",
-    )  # fmt: skip
+    add_env_arguments(parser)
     for name, default, what in (
         ("reset-timeout", 120.0, "seconds one reset may take"),
         ("step-timeout", 300.0, "seconds one step may take"),
@@ -98,11 +84,25 @@ def serve(options: ServeOptions, host: str, port: int, log_level: str = "warning
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def _env_id(args: argparse.Namespace) -> str:
+    """``--env``, or the id given the old way, as the first argument."""
+    if args.env_id is not None:
+        if args.env is not None:
+            fix = "pass the id once, as --env"
+            raise ConfigError("env", args.env_id, f"is given besides --env {args.env}", fix)
+        warn_deprecated("agentgym serve-env ENV_ID", "agentgym serve-env --env ENV_ID")
+        return str(args.env_id)
+    if args.env is None:
+        raise ConfigError("--env", None, "is missing", "pass e.g. --env agentgym/Math-v0")
+    return str(args.env)
+
+
 def run_serve_env(args: argparse.Namespace) -> int:
     try:
+        env_kwargs = parse_kwargs(args.env_kwargs)
         options = ServeOptions(
-            env_id=args.env_id,
-            env_kwargs=parse_env_kwargs(args.env_kwargs),
+            env_id=prepare_env(_env_id(args), env_kwargs, args.imports),
+            env_kwargs=env_kwargs,
             num_envs=args.num_envs,
             reset_timeout=args.reset_timeout,
             step_timeout=args.step_timeout,

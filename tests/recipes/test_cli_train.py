@@ -91,7 +91,7 @@ def test_eval_of_a_run_uses_the_window_and_env_arguments_it_was_trained_with(tmp
         (str(out), [], 1, trained),
         (checkpoint, [], 1, trained),
         (checkpoint, ["--history-turns", "all"], None, trained),
-        (checkpoint, ["--env-kwargs", "tool=true,size=3"], 1, {"tool": True, "size": 3}),
+        (checkpoint, ["--env-kwargs", "tool=true", "size=3"], 1, {"tool": True, "size": 3}),
         (None, [], None, {}),
     ]:
         args = ["eval", "--episodes", "2", "--json", *given]
@@ -124,7 +124,8 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
     monkeypatch.setattr(run_module, "CollectorSource", source)
     monkeypatch.setattr(run_module, "evaluate", evaluate)
     out = tmp_path / "run"
-    given = ["--env-kwargs", "size=3", "--train-env-kwargs", "edge_reward=-0.5,random_start=true"]
+    given = ["--env-kwargs", "size=3"]
+    given += ["--train-env-kwargs", "edge_reward=-0.5", "random_start=true"]
     assert main(["train", "--steps", "1", "--out", str(out), *SMALL, *given]) == 0
     # over FrozenLake's training defaults: text moves only; hole and edge penalties in training
     trained = {"tool": False, "size": 3}
@@ -138,6 +139,37 @@ def test_training_env_kwargs_apply_to_training_episodes_only(tmp_path, monkeypat
         "edge_reward": -0.5,
         "random_start": True,
     }
+
+
+def test_train_takes_your_own_env_as_module_colon_id_or_with_import(
+    tmp_path, monkeypatch, user_envs
+):
+    """The run records the id and the module to import, so that --resume and eval find it."""
+    module, env_id = user_envs
+    path = tmp_path / "run.toml"
+    path.write_text(f'env = "{env_id}"\nimports = ["{module}"]\n')
+    for run in (_run("--env", f"{module}:{env_id}"), _run("--config", str(path))):
+        assert (run.env, run.imports) == (env_id, (module,))
+        assert json.loads(json.dumps(run.to_dict()))["imports"] == [module]  # run.json
+        assert run.out is not None
+        assert ":" not in run.out
+    started = []
+    monkeypatch.setattr("agentgym.recipes.run.train_run", lambda run: started.append(run) or {})
+    assert main(["train", "--env", f"{module}:{env_id}", "--out", str(tmp_path / "run")]) == 0
+    assert started[0].env == env_id
+    with pytest.raises(ConfigError, match="imports"):
+        resolve_run(Layer("test", {"imports": "mypkg"}))
+
+
+def test_eval_of_a_run_on_your_own_env_imports_its_module(tmp_path, monkeypatch, capsys, user_envs):
+    module, env_id = user_envs
+    out = tmp_path / "run"
+    out.mkdir()
+    run = resolve_run(Layer("test", {"env": f"{module}:{env_id}", "out": str(out)}))
+    (out / "run.json").write_text(json.dumps({"run": run.to_dict()}))
+    monkeypatch.setattr("agentgym.models.load", lambda *a, **k: pytest.fail("a model loaded"))
+    assert main(["eval", "--model", str(out), "--env-kwargs", "sise=5"]) == 2
+    assert f"is not an argument of {env_id}" in capsys.readouterr().err  # found, then checked
 
 
 def _run(*argv: str):

@@ -19,6 +19,7 @@ from typing import Any
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError, DeadlineExceeded, InfraError
+from agentgym.core.keyvalue import parse_pairs
 from agentgym.core.tools import clip
 from agentgym.envs.mcp.config import parse_server
 from agentgym.envs.mcp.session import RemoteTool, ServerGroup
@@ -51,16 +52,6 @@ def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
     inspect.add_argument("server", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
-    pairs = {}
-    for value in values:
-        key, sep, text = value.partition("=")
-        if not sep or not key:
-            raise ConfigError(flag, value, "is not KEY=VALUE", f"write {flag} NAME=value")
-        pairs[key] = text
-    return pairs
-
-
 def _server_dict(args: argparse.Namespace) -> dict[str, Any]:
     command = list(args.server)
     if command[:1] == ["--"]:  # argparse keeps the separator on some Python versions
@@ -68,11 +59,15 @@ def _server_dict(args: argparse.Namespace) -> dict[str, Any]:
     if args.url and command:
         raise ConfigError("server", args.url, "is given twice (--url and a command)", "pass one")
     if args.url:
-        return {"url": args.url, "headers": _pairs(args.header, "--header")}
+        return {"url": args.url, "headers": parse_pairs(args.header, "--header", text=True)}
     if not command:
         fix = "agentgym mcp inspect -- python -m my.server, or --url http://host:port/mcp"
         raise ConfigError("server", None, "is missing", fix)
-    return {"command": command[0], "args": command[1:], "env": _pairs(args.env, "--env")}
+    return {
+        "command": command[0],
+        "args": command[1:],
+        "env": parse_pairs(args.env, "--env", text=True),
+    }
 
 
 def example_arguments(schema: dict[str, Any]) -> dict[str, Any]:

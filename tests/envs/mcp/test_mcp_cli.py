@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import pytest
 
 from agentgym.cli import main
-from agentgym.envs.mcp.cli import example_arguments
+from agentgym.envs.mcp.cli import _server_dict, example_arguments
 
 STORE = [sys.executable, "-m", "agentgym.envs.mcp.servers.store"]
 
@@ -53,6 +54,17 @@ def test_inspect_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no tool 'nope'" in capsys.readouterr().err
     assert main(["mcp", "inspect", "--arguments", "[1]", "--", *STORE]) == 2
     assert main(["mcp"]) == 2
+
+
+def test_headers_and_server_env_vars_are_key_value_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = argparse.Namespace(server=["--", "srv"], url=None, env=["N=1", "A=b=c"], header=[])
+    assert _server_dict(args)["env"] == {"N": "1", "A": "b=c"}  # text, not JSON
+    args = argparse.Namespace(server=[], url="http://h/mcp", env=[], header=["X-Token=007"])
+    assert _server_dict(args)["headers"] == {"X-Token": "007"}
+    assert main(["mcp", "inspect", "--env", "NOVALUE", "--", *STORE]) == 2
+    assert "is not KEY=VALUE. Fix: write e.g. --env NAME=value" in capsys.readouterr().err
 
 
 def test_example_arguments_follow_the_schema() -> None:
