@@ -58,9 +58,8 @@ def make_and_reset(env_id: str, **kwargs: object) -> None:
 
 def core(scratch: Path) -> None:
     assert "agentgym/FrozenLake-v0" in cli("list")
-    played = cli(
-        "play", "agentgym/FrozenLake-v0", "--kw", "size=2", "hole_prob=0", stdin="right\ndown\n:q\n"
-    )
+    kwargs = ("--env-kwargs", "size=2", "hole_prob=0")
+    played = cli("play", "agentgym/FrozenLake-v0", *kwargs, stdin="right\ndown\n:q\n")
     assert "Episode over. Return: 1" in played, played
     loaded = python(
         "import sys, gymnasium as gym, agentgym\n"

@@ -240,7 +240,7 @@ def test_a_server_failing_mid_episode_is_an_infra_error(on_step: str, error: str
 
 
 def test_serve_env_refuses_an_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve-env", "agentgym/Math-v9", "--port", "0"]) == 2
+    assert main(["serve-env", "--env", "agentgym/Math-v9", "--port", "0"]) == 2
     assert "Did you mean 'agentgym/Math-v0'" in capsys.readouterr().err
 
 
