@@ -9,7 +9,6 @@ and its reward range. Every id also gets a vector entry point, so
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from gymnasium.envs.registration import WrapperSpec
 from agentgym.core.errors import RegistryError, UnknownEnvError
 from agentgym.core.suggest import close_matches
 from agentgym.registry.plugins import PluginStatus, load_plugins, plugins
+from agentgym.registry.user_modules import import_user_module
 
 __all__ = [
     "EntryPoint",
@@ -235,7 +235,7 @@ def resolve_id(env_id: str) -> str:
         return env_id
     module, bare = split_module(env_id)
     if module is not None:
-        importlib.import_module(module)
+        import_user_module(module)
         env_id = bare
         if env_id in gym.registry:
             return env_id

@@ -14,10 +14,7 @@ model loads or a run folder is made.
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +24,7 @@ from gymnasium.envs.registration import load_env_creator
 from agentgym.core.errors import ConfigError, UnknownEnvError
 from agentgym.core.suggest import did_you_mean
 from agentgym.registry import resolve_id, split_module
+from agentgym.registry.user_modules import import_user_module
 
 __all__ = [
     "add_env_arguments",
@@ -71,10 +69,8 @@ def import_modules(names: Iterable[str], flag: str = "--import") -> None:
     for name in names:
         if not all(part.isidentifier() for part in str(name).split(".")):
             raise ConfigError(flag, name, "is not a module name", "write e.g. mypkg.envs")
-        if "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
         try:
-            importlib.import_module(name)
+            import_user_module(name, from_cwd=True)
         except ImportError as error:
             raise ConfigError(
                 flag,
