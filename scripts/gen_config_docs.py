@@ -84,6 +84,13 @@ any). The old spellings still work, with a deprecation warning: `--env-kwargs a=
 """
 
 
+TYPED = """\
+A preset's own fields are read by type: DAPO's dynamic sampling and overlong shaping apply to a
+`DAPOConfig`, a critic's settings to a `PPOConfig`. A registered algorithm subclasses the preset
+whose techniques it keeps; a field of the same name on another config means nothing, and a
+config that trains a critic but is not a `PPOConfig` is refused."""
+
+
 def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("<", "&lt;")
 
@@ -147,6 +154,7 @@ def render() -> str:
     parts += [*_options_table(), ""]
     parts += ["## `[config]`: algorithm fields", ""]
     parts += ["`--set name=value`; the default of each preset (`-`: not a field of it).", ""]
+    parts += [TYPED, ""]
     parts += [*_config_table()]
     return "\n".join(parts) + "\n"
 

@@ -15,6 +15,10 @@ A user's own algorithm is a subclass registered under a new name::
     @dataclass(frozen=True, kw_only=True)
     class RLOOConfig(GRPOConfig):
         advantage_estimator: AdvantageEstimator = AdvantageEstimator.RLOO
+
+The trainers read a preset's own fields by type, never by name: DAPO's dynamic sampling and
+overlong shaping apply to a ``DAPOConfig`` (subclass it to keep them), PPO's critic to a config
+whose ``uses_critic`` is True; a field of the same name on another config means nothing.
 """
 
 from __future__ import annotations
@@ -220,6 +224,14 @@ class AlgorithmConfig(TrainerConfig):
             if self.uses_critic
             else f"gae needs a value model, which {name} does not train",
             "use gae with algo 'ppo' and group / rloo / reinforce++ with the others",
+        )
+        _require(
+            not self.uses_critic or isinstance(self, PPOConfig),
+            self,
+            "uses_critic",
+            f"{name} trains a critic but is not a PPOConfig, which holds the critic's settings "
+            "(lam, whiten_advantages, value_clip, vf_coef)",
+            "subclass PPOConfig for an algorithm with a value model",
         )
         _require(
             estimator not in (AdvantageEstimator.GROUP, AdvantageEstimator.RLOO)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -16,6 +16,7 @@ from agentgym.core.errors import ConfigError
 from agentgym.core.info import ERROR, ERROR_AT, TRUNCATION_REASON, error_kind, is_infra_error
 from agentgym.core.types import Episode
 from agentgym.trainers.algorithms import overlong_penalty
+from agentgym.trainers.config import AlgorithmConfig, DAPOConfig
 
 __all__ = [
     "DROP_KINDS",
@@ -155,11 +156,12 @@ def _turn_lengths(episode: Episode) -> list[int]:
 
 
 def shape_rewards(
-    episodes: Sequence[Episode], config: Any
+    episodes: Sequence[Episode], config: AlgorithmConfig
 ) -> tuple[list[Sample], Tensor | None]:  # samples, [B] summed penalty | None
     """Per-turn rewards with DAPO's overlong punishment added to each turn, when the config
-    turns it on (``overlong_shaping``). The budget is per turn, like ``max_new_tokens``."""
-    if not getattr(config, "overlong_shaping", False):
+    is a ``DAPOConfig`` that turns it on (``overlong_shaping``). The budget is per turn, like
+    ``max_new_tokens``."""
+    if not (isinstance(config, DAPOConfig) and config.overlong_shaping):
         return [Sample(e, tuple(e.rewards)) for e in episodes], None
     samples, totals = [], []
     for episode in episodes:

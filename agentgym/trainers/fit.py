@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.trainers.algorithms import AdvantageEstimator
 from agentgym.trainers.checkpoint import MANIFEST, find_latest
 from agentgym.trainers.pipeline import close_pipeline, pipelined
 from agentgym.trainers.source import EpisodeSource
@@ -206,6 +207,9 @@ def _update(
     return metrics, list(batch)
 
 
+_GROUP_RELATIVE = (AdvantageEstimator.GROUP, AdvantageEstimator.RLOO)
+
+
 class _Stalls:
     """The loop's watch over steps that teach nothing (``agentgym.trainers.stalls``)."""
 
@@ -216,8 +220,8 @@ class _Stalls:
                 limit = guards.config.settings.max_empty_steps
         self.group_size = trainer.config.group_size
         self.empty = EmptySteps(limit)
-        estimator = getattr(trainer.config, "advantage_estimator", None)
-        relative = str(estimator) in ("group", "rloo") and self.group_size > 1
+        # group-relative advantages are all 0 in a group whose rewards are equal
+        relative = trainer.config.advantage_estimator in _GROUP_RELATIVE and self.group_size > 1
         self.flat = FlatSteps(relative and trainer.backend.rank == 0)
 
     def row(self, metrics: dict[str, Any], batch: list[Any]) -> bool:

@@ -39,7 +39,7 @@ from agentgym.trainers.algorithms import (
 )
 from agentgym.trainers.algorithms.anchors import anchor_state_advantages, turn_states
 from agentgym.trainers.batch import TrainBatch
-from agentgym.trainers.config import AlgorithmConfig
+from agentgym.trainers.config import AlgorithmConfig, PPOConfig
 from agentgym.trainers.episodes import Sample
 from agentgym.trainers.modules import PolicyOutput
 
@@ -99,6 +99,14 @@ def _need(value: T | None, what: str) -> T:
     if value is None:  # the trainer computes these before calling; a bug if missing
         raise Error(f"internal: {what} was not computed for this batch")
     return value
+
+
+def _critic(config: AlgorithmConfig) -> PPOConfig:
+    """The critic's settings, read by type: a config that trains a critic is a ``PPOConfig``
+    (``AlgorithmConfig`` refuses one that is not)."""
+    if not isinstance(config, PPOConfig):
+        raise Error(f"internal: {type(config).__name__} has a value model but no critic settings")
+    return config
 
 
 def _spans(sample: Sample, length: int) -> Spans:
@@ -209,8 +217,9 @@ def _episode_advantages(
         if estimator == AdvantageEstimator.REINFORCE_PP:
             return Advantages(reinforce_pp_advantages(rewards, mask, gamma=config.gamma), None)
         values = _need(batch.old_values, "old_values")
-        advantages, returns = gae(rewards, values, mask, gamma=config.gamma, lam=config.lam)  # type: ignore[attr-defined]
-        if config.whiten_advantages:  # type: ignore[attr-defined]
+        critic = _critic(config)
+        advantages, returns = gae(rewards, values, mask, gamma=config.gamma, lam=critic.lam)
+        if critic.whiten_advantages:
             advantages = masked_whiten(advantages, mask)
         return Advantages(advantages, returns)
     if kl_in_reward(config):
@@ -319,10 +328,10 @@ def micro_batch_loss(
             _need(micro.old_values, "old_values"),
             _need(micro.returns, "returns"),
             mask,
-            clip_range=config.value_clip,  # type: ignore[attr-defined]
+            clip_range=_critic(config).value_clip,
             **common,
         )
-        loss = loss + config.vf_coef * value.loss  # type: ignore[attr-defined]
+        loss = loss + _critic(config).vf_coef * value.loss
         stats["value_loss"] = value.loss.detach()
         stats["value_clip_fraction"] = value.clip_fraction * tokens
     stats["loss"] = loss.detach()

@@ -36,7 +36,13 @@ from agentgym.core.types import Episode
 from agentgym.trainers import checkpoint
 from agentgym.trainers.algorithms import DynamicSampler
 from agentgym.trainers.backends import Backend, make_backend
-from agentgym.trainers.config import AlgorithmConfig, TrainOptions, config_from_dict, make_config
+from agentgym.trainers.config import (
+    AlgorithmConfig,
+    DAPOConfig,
+    TrainOptions,
+    config_from_dict,
+    make_config,
+)
 from agentgym.trainers.episodes import (
     Sample,
     admit,
@@ -124,11 +130,9 @@ class Trainer:
             )
         )
         self.sampler: DynamicSampler[list[Sample]] | None = None
-        if getattr(config, "dynamic_sampling", False):
+        if isinstance(config, DAPOConfig) and config.dynamic_sampling:
             self.sampler = DynamicSampler(
-                config.groups_per_batch,
-                config.max_sampling_rounds,  # type: ignore[attr-defined]
-                partial=config.partial_batches,  # type: ignore[attr-defined]
+                config.groups_per_batch, config.max_sampling_rounds, partial=config.partial_batches
             )
         self.update_inputs = UpdateInputs(
             config, self.options, backend, self.module, self.reference, self.pad_token_id

@@ -1,6 +1,9 @@
+import ast
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -195,3 +198,44 @@ def test_users_register_their_own_algorithm(monkeypatch: pytest.MonkeyPatch) -> 
     assert RLOOConfig.field_help()["advantage_estimator"]  # inherited help text
     with pytest.raises(ConfigError, match="registered already"):
         register_algorithm("grpo")(RLOOConfig)
+
+
+def _fields_of_every_config() -> set[str]:
+    classes = [AlgorithmConfig, *(config_class(n) for n in algorithm_names())]
+    return {f.name for c in classes for f in dataclasses.fields(c)}
+
+
+def test_trainers_read_no_config_field_through_getattr() -> None:
+    """An algorithm's field is read with typed access (``isinstance(config, DAPOConfig)``, or a
+    field every config has), never ``getattr(config, "name", default)``: a misspelt or foreign
+    name must be an error, not a silent default."""
+    package = Path(config_module.__file__).parent
+    fields, found = _fields_of_every_config(), []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in fields
+            ):
+                found.append(f"{path.relative_to(package)}:{node.lineno} {ast.unparse(node)}")
+    assert found == []
+
+
+def test_a_config_that_trains_a_critic_must_be_a_ppo_config() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class CriticWithoutSettings(AlgorithmConfig):
+        uses_critic: ClassVar[bool] = True
+        advantage_estimator: AdvantageEstimator = AdvantageEstimator.GAE
+
+    with pytest.raises(ConfigError, match=r"not a PPOConfig.*subclass PPOConfig"):
+        CriticWithoutSettings()
+
+    @dataclass(frozen=True, kw_only=True)
+    class MyPPO(PPOConfig):
+        lam: float = 0.9
+
+    assert MyPPO().uses_critic

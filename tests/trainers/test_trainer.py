@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -13,7 +14,15 @@ from agentgym import models
 from agentgym.core.types import Episode
 from agentgym.error import ConfigError, DynamicSamplingExhausted
 from agentgym.inference.hf import HFEngine
-from agentgym.trainers import GRPOConfig, TrainOptions, fit, make, make_config, update
+from agentgym.trainers import (
+    DAPOConfig,
+    GRPOConfig,
+    TrainOptions,
+    fit,
+    make,
+    make_config,
+    update,
+)
 from agentgym.trainers.batch import TrainBatch
 from agentgym.trainers.episodes import Sample, shape_rewards
 from agentgym.trainers.losses import compute_advantages
@@ -162,22 +171,40 @@ def test_kl_in_the_reward_is_summed_per_episode_for_group_advantages():
     assert torch.equal(advantages, torch.zeros_like(advantages))  # 1 − β·(1/β) = 0 = reward 1
 
 
-def test_overlong_shaping_punishes_each_turn_past_the_expected_length():
-    config = make_config(
-        "dapo", group_size=2, batch_size=2, max_new_tokens=10, overlong_cache_length=4
-    )
+def _two_turns_of(lengths: list[int]) -> Episode:
     episode = synthetic_episodes(1, 1, seed=7)[0]
     prompt = episode.turn_spans[0][0]
-    lengths = [5, 8]  # expected length 10 − 4 = 6: turn 2 is 2 tokens over → −2/4
     episode.token_ids = episode.token_ids[:prompt] + [7] * sum(lengths)
     episode.loss_mask = [0] * prompt + [1] * sum(lengths)
     episode.logprobs = [0.0] * len(episode.token_ids)
-    episode.turn_spans = [(prompt, prompt + 5), (prompt + 5, prompt + 13)]
-    with_rewards([episode], [1.0])
-    [sample], penalty = shape_rewards([episode], config)
+    episode.turn_spans = [(prompt, prompt + lengths[0]), (prompt + lengths[0], prompt + 13)]
+    return with_rewards([episode], [1.0])[0]
+
+
+OVERLONG = {"group_size": 2, "batch_size": 2, "max_new_tokens": 10, "overlong_cache_length": 4}
+
+
+def test_overlong_shaping_punishes_each_turn_past_the_expected_length():
+    config = make_config("dapo", **OVERLONG)
+    # expected length 10 − 4 = 6: turn 2 is 2 tokens over → −2/4
+    [sample], penalty = shape_rewards([_two_turns_of([5, 8])], config)
     assert sample.turn_rewards == (0.0, 0.5)
     assert penalty is not None
     assert penalty.tolist() == [-0.5]
+
+
+def test_dapo_techniques_are_read_from_dapo_configs_by_type():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class MyDAPO(DAPOConfig):
+        pass
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class LookAlike(GRPOConfig):  # a field named like DAPO's does not make a config DAPO
+        overlong_shaping: bool = True
+
+    episode = _two_turns_of([5, 8])
+    assert shape_rewards([episode], MyDAPO(**OVERLONG))[1] is not None
+    assert shape_rewards([episode], LookAlike(group_size=2, batch_size=2))[1] is None
 
 
 def test_dynamic_sampling_accumulates_informative_groups_until_the_batch_is_full(tiny):
