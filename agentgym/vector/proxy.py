@@ -10,9 +10,9 @@ Where an env runs is a transport behind this one proxy, as an HTTP client's requ
 
 A transport owns how its env is reached: starting and killing what holds it, reconnecting,
 placement. The proxy owns everything they share: forwarding reset and step, the spaces and
-metadata of the remote env's description, its own deadlines, turning a transport failure into an
-``infra_error`` result, and the refusal of a step before reset, after the episode ended or after
-close (``EnvStateError``).
+metadata of the remote env's description, its own deadlines, and turning a transport failure
+into an ``infra_error`` result. A step before reset, after the episode ended or after close is
+refused (``EnvStateError``) by ``AgentEnv``, as for every env.
 
 Failures, and what the proxy makes of them:
 
