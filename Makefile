@@ -9,7 +9,7 @@ EXTRAS ?= dev
 # an unpinned torch pulls several GB of CUDA packages.
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup services clean-services train test test-fast lint check-extras bench gpu-check clean
+.PHONY: setup services clean-services train test test-fast lint check-extras bench gpu-check clean learning-study curriculum-study
 
 setup: $(VENV)/.installed
 
@@ -70,6 +70,11 @@ test: setup
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
+
+# The learning study: DAPO, PPO and asynchronous GRPO over Ray beside the main job (GRPO), four
+# FrozenLake runs side by side (an hour or more of 2 CPUs); CI runs the main job's alone.
+learning-study: setup
+	$(BIN)/pytest -q -m "study or slow" tests/recipes/test_frozenlake_learns.py
 
 # The curriculum acceptance study (four FrozenLake runs side by side, over an hour of 2 CPUs).
 curriculum-study: setup
