@@ -72,9 +72,11 @@ test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
 
 # The learning study: DAPO, PPO and asynchronous GRPO over Ray beside the main job (GRPO), four
-# FrozenLake runs side by side (an hour or more of 2 CPUs); CI runs the main job's alone.
+# FrozenLake runs side by side (an hour or more of 2 CPUs; CI runs the main job's alone), then the
+# MiniWoB recipe's run.
 learning-study: setup
 	$(BIN)/pytest -q -m "study or slow" tests/recipes/test_frozenlake_learns.py
+	$(BIN)/pytest -q -m study tests/envs/web/miniwob/test_miniwob_learns.py
 
 # The curriculum acceptance study (four FrozenLake runs side by side, over an hour of 2 CPUs).
 curriculum-study: setup
