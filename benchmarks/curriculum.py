@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.aio import run_sync
-from agentgym.recipes.cli import _kwargs, _pairs
+from agentgym.core.keyvalue import parse_kwargs, parse_pairs
 from agentgym.recipes.config import Layer, RunConfig, resolve_run
 from agentgym.recipes.run import _build, _evaluate, _prepare_out
 from agentgym.trainers.curriculum import task_set
@@ -47,7 +47,7 @@ from agentgym.trainers.fit import fit
 
 
 def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path) -> RunConfig:
-    config: dict[str, Any] = _pairs(args.overrides, "--set")
+    config: dict[str, Any] = parse_pairs(args.overrides, "--set")
     if args.batch_size:
         config["batch_size"] = args.batch_size
     values: dict[str, Any] = {
@@ -64,7 +64,7 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
         "max_turns": args.max_turns,
         "show_bar": False,
         "config": config,
-        "options": _pairs(args.option_pairs, "--option"),
+        "options": parse_pairs(args.option_pairs, "--option"),
     }
     return resolve_run(Layer("benchmarks/curriculum.py", values))
 
@@ -72,7 +72,7 @@ def _run_config(args: argparse.Namespace, curriculum: str, seed: int, out: Path)
 def _curriculum_kwargs(args: argparse.Namespace, curriculum: str) -> dict[str, Any]:
     kwargs = {}
     if curriculum != "uniform":
-        kwargs = _kwargs(args.curriculum_kwargs, "--curriculum-kwargs") or {}
+        kwargs = parse_kwargs(args.curriculum_kwargs, "--curriculum-kwargs")
     if args.tasks_per_level:
         kwargs["tasks_per_level"] = args.tasks_per_level
     return dict(kwargs)
@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--eval-size", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=None, help="default: the recipe's")
     parser.add_argument("--max-turns", type=int, default=None, help="default: the env's own")
-    parser.add_argument("--curriculum-kwargs", default=None, metavar="JSON|K=V,...")
+    parser.add_argument("--curriculum-kwargs", action="append", default=None, metavar="JSON|K=V")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a trainer setting over the recipe's")
     parser.add_argument("--option", dest="option_pairs", action="append", default=[],
