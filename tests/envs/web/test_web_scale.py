@@ -67,9 +67,17 @@ def vector(n: int, site_url: str, **kwargs: Any) -> AgentVectorEnv:
 
     # What these tests check (one browser, no leak, bounded memory) must not hang on how loaded
     # the machine is: 64 pages opening at once beside CI's training runs missed the default
-    # 30 s deadline. A page that never opens still fails the test, after 5 minutes.
+    # 30 s step deadline, and 64 clicks at once missed the default 3 s action deadline (each
+    # then a scored failed click: reward 0). A page that never opens or a button that never
+    # takes the click still fails the test, after 5 minutes.
     def make() -> WebEnv:
-        return WebEnv(start_url=site_url, tasks=ONE_CLICK, step_timeout=300.0, **kwargs)
+        return WebEnv(
+            start_url=site_url,
+            tasks=ONE_CLICK,
+            step_timeout=300.0,
+            action_timeout=300.0,
+            **kwargs,
+        )
 
     return AgentVectorEnv([make] * n)
 
@@ -86,9 +94,11 @@ def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) 
         groups = groups_of(envs)
         assert len(groups) == 1  # one browser, 64 contexts
         started = time.perf_counter()
-        _, rewards, terminated, truncated, infos = envs.step(["click(3)"] * 64)
+        observations, rewards, terminated, truncated, infos = envs.step(["click(3)"] * 64)
         step_s = time.perf_counter() - started
-        assert list(rewards) == [1.0] * 64
+        missed = [str(o)[-400:] for o, r in zip(observations, rewards, strict=True) if r != 1.0]
+        assert list(rewards) == [1.0] * 64, f"{len(missed)} missed; first: {missed[:1]}"
+
         assert all(terminated)
         assert not any(truncated)
         memory = rss_mib([os.getpid(), *browser_pids(groups)])
