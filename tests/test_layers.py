@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.registry", "agentgym", "agentgym.utils"),
     ("agentgym.sandbox",),
     ("agentgym.envs",),
+    ("agentgym.inference",),  # the design's layer 3 with envs and utils, below vector (4)
     ("agentgym.vector",),
-    ("agentgym.inference",),
     ("agentgym.rollout",),
     ("agentgym.trainers", "agentgym.multiagent"),  # multi-agent rollouts, policies, sources
     ("agentgym.recipes", "agentgym.integrations"),
