@@ -89,27 +89,19 @@ def _add_list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
 
 
-def _env_row(info: EnvInfo) -> dict[str, Any]:
-    return {
+def _env_row(info: EnvInfo | MultiAgentInfo) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "id": info.id,
         "family": info.family,
         "tags": list(info.tags),
         "extras": list(info.extras),
-        "reward_range": list(info.reward_range),
+        # a multi-agent env's rewards are per role: its docstring says
+        "reward_range": list(info.reward_range) if isinstance(info, EnvInfo) else None,
         "description": info.description,
     }
-
-
-def _multiagent_row(info: MultiAgentInfo) -> dict[str, Any]:
-    return {
-        "id": info.id,
-        "family": info.family,
-        "tags": list(info.tags),
-        "extras": list(info.extras),
-        "reward_range": None,  # per role, the env's docstring says
-        "description": info.description,
-        "roles": list(info.roles),
-    }
+    if isinstance(info, MultiAgentInfo):
+        row["roles"] = list(info.roles)
+    return row
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -124,7 +116,7 @@ def _table(rows: list[list[str]]) -> str:
 def _run_list(args: argparse.Namespace) -> int:
     envs = [_env_row(info) for info in list_envs(family=args.family, tag=args.tag)]
     multi = list_multiagent_envs(family=args.family, tag=args.tag)
-    envs = sorted([*envs, *map(_multiagent_row, multi)], key=lambda env: env["id"])
+    envs = sorted([*envs, *map(_env_row, multi)], key=lambda env: env["id"])
     if args.json:
         print(json.dumps(envs, indent=2))
         return 0
