@@ -33,7 +33,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--updates", type=int, default=2, help="GRPO updates (0: none)")
     parser.add_argument("--history-turns", type=int, default=None, help="ReAct's window")
     parser.add_argument("--max-tokens", type=int, default=48, help="most tokens per reply")
-    parser.add_argument("--out", default="runs/react-frozenlake", help="run folder")
+    parser.add_argument("--out", default="runs/react-frozenlake", help="checkpoints go here")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
 

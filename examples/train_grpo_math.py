@@ -20,6 +20,7 @@ from pathlib import Path
 from agentgym import models
 from agentgym.core.config import field_docs
 from agentgym.inference import HFEngine
+from agentgym.recipes.run_folder import RunFolder
 from agentgym.trainers import fit, make
 from agentgym.trainers.collector import CollectorSource
 
@@ -29,7 +30,7 @@ class Args:
     model_dir: str = ""
     """A local transformers model directory (required)."""
     out: str = "runs/grpo-math"
-    """Run folder: metrics.jsonl and checkpoints (a rerun resumes from the newest)."""
+    """Run folder: checkpoints (fit) and metrics.jsonl (RunFolder); a rerun resumes."""
     updates: int = 20
     """GRPO updates (optimizer steps on fresh episodes)."""
     groups: int = 4
@@ -93,7 +94,14 @@ def main() -> None:
         step, reward = int(metrics["step"]), metrics["reward_mean"]
         print(f"update {step:4d}  reward {reward:.3f}  loss {metrics['loss']:+.4f}", flush=True)
 
-    history = fit(trainer, episodes, steps=args.updates, out=args.out, on_metrics=report)
+    history = fit(
+        trainer,
+        episodes,
+        steps=args.updates,
+        out=args.out,  # checkpoints/
+        recorder=RunFolder(args.out),  # metrics.jsonl, cut back to the checkpoint on resume
+        on_metrics=report,
+    )
 
     summary = {"updates": trainer.step_count, "out": str(Path(args.out).resolve())}
     if history:

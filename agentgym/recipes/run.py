@@ -5,7 +5,7 @@
     summary = train_run(resolve_run(Layer("mine", {"env": "agentgym/FrozenLake-v0"})))
 
 The run folder ``out`` holds ``run.json`` (the resolved ``RunConfig`` in the run-file format,
-and the trainer's config), ``metrics.jsonl``,
+and the trainer's config), ``metrics.jsonl`` (``fit``'s rows, through ``RunFolder``),
 ``tensorboard/``, ``curves.png``, ``checkpoints/``, ``tasks.jsonl`` (each group played: its task,
 difficulty, tries and successes, as the run's curriculum drew it) and, at the end,
 ``summary.json``: success before training and after (Wilson 95% intervals), after also on tasks
@@ -372,6 +372,7 @@ def _final_summary(run: RunConfig, trainer: Any, source: CollectorSource, out: P
 def train_run(run: RunConfig) -> dict[str, Any]:
     """Train as ``run`` says; returns (and writes) the run's summary."""
     from agentgym.recipes.progress import RunMonitor
+    from agentgym.recipes.run_folder import RunFolder
     from agentgym.trainers.fit import fit
 
     if run.out is None:
@@ -407,6 +408,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
                 checkpoint_every=run.checkpoint_every,
                 resume=run.resume,
                 on_metrics=monitor,
+                recorder=RunFolder(out),  # metrics.jsonl, guards.jsonl (fit: checkpoints/)
                 should_stop=stop,
                 guards=guards,
             )

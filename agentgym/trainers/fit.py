@@ -1,30 +1,33 @@
 """The training loop: collect, step, log, checkpoint, and resume exactly where a run stopped.
 
 Episodes come from an ``EpisodeSource``: the seam where the rollout collector plugs in (policy
-x vector env -> episodes). The loop owns the run folder::
+x vector env -> episodes). The loop writes the trainer's state and nothing else::
 
-    <out>/metrics.jsonl               one line per update (and per empty step), written by rank 0
     <out>/checkpoints/step-<n>/       Trainer.save, every ``checkpoint_every`` updates
+    <out>/weights/                    a server engine's weights (``weights_dir``)
+
+Metrics rows are returned, passed to ``on_metrics`` and, with ``recorder=``, recorded
+(``agentgym.trainers.recorder``: ``agentgym train``'s run folder writes them to
+``metrics.jsonl``, ``agentgym.recipes.run_folder``).
 
 A step whose every episode was dropped (a dead env server, an env that raises) makes no update
 but writes its row, which the guards see; ``max_empty_steps`` of them in a row raise
 ``NoTrainableEpisodes`` naming the causes (``agentgym.trainers.stalls``). Updates whose groups
 all had equal rewards warn with ``NoLearningSignalWarning``.
 
-Resuming loads the newest complete checkpoint, restores the source's position from it and cuts
-``metrics.jsonl`` back to the length it had at that checkpoint, so a run killed at any moment
-(SIGKILL included) continues without repeating or skipping an update.
+Resuming loads the newest complete checkpoint, restores the source's position from it and hands
+the recorder its state at that checkpoint (it forgets the rows recorded after), so a run killed
+at any moment (SIGKILL included) continues without repeating or skipping an update.
 
 With several data-parallel ranks (``trainer.backend.world_size > 1``) an env id is collected by
 a ``ShardedSource``: each rank plays its share of the batch and all train on the whole of it
-(``agentgym.trainers.sharding``). Metrics are joined over ranks and written by rank 0, with the
+(``agentgym.trainers.sharding``). Metrics are joined over ranks and recorded by rank 0, with the
 source's ``stats`` (collect timings) where it has them; a stop
 requested on any rank stops every rank after the same update.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -41,32 +44,10 @@ from agentgym.trainers.stalls import DEFAULT_MAX_EMPTY_STEPS, EmptySteps, FlatSt
 if TYPE_CHECKING:
     from agentgym.inference.base import InferenceEngine
     from agentgym.trainers.guards import Guards
+    from agentgym.trainers.recorder import Recorder
     from agentgym.trainers.trainer import Trainer
 
-__all__ = ["MetricsLog", "fit"]
-
-
-class MetricsLog:
-    """``metrics.jsonl``, appended and fsynced line by line; ``truncate`` undoes lines written
-    after a checkpoint."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
-
-    def size(self) -> int:
-        return self.path.stat().st_size
-
-    def truncate(self, size: int) -> None:
-        with open(self.path, "r+b") as f:
-            f.truncate(size)
-
-    def write(self, metrics: Mapping[str, float]) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(dict(metrics), sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+__all__ = ["fit"]
 
 
 def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSource:
@@ -148,21 +129,31 @@ def _prune(directory: Path, keep: int, protect: int | None = None) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-class _RunFolder:
-    """``out``: its metrics log (rank 0) and checkpoints."""
+class _Run:
+    """What ``fit`` keeps of a run: checkpoints under ``<out>/checkpoints`` (none without
+    ``out``) and the recorder's rows (rank 0)."""
 
-    def __init__(self, out: Path, trainer: Trainer, keep: int, guards: Guards | None) -> None:
-        self.out, self.trainer, self.keep, self.guards = out, trainer, keep, guards
-        rank0 = trainer.backend.rank == 0
-        self.log = MetricsLog(out / "metrics.jsonl") if rank0 else None
+    def __init__(
+        self,
+        out: Path | None,
+        trainer: Trainer,
+        keep: int,
+        guards: Guards | None,
+        recorder: Recorder | None,
+    ) -> None:
+        self.checkpoints = None if out is None else out / "checkpoints"
+        self.trainer, self.keep, self.guards = trainer, keep, guards
+        self.recorder = recorder if trainer.backend.rank == 0 else None
         if guards is not None:
-            guards.attach(out, trainer.backend.rank)
+            guards.attach(self.recorder, trainer.backend.rank)
 
     def start(self, source: EpisodeSource, resume: bool) -> None:
-        latest = find_latest(self.out / "checkpoints") if resume else None
+        latest = None
+        if resume and self.checkpoints is not None:
+            latest = find_latest(self.checkpoints)
         if latest is None:  # a fresh run, or one killed before its first checkpoint
-            if self.log is not None:
-                self.log.truncate(0)
+            if self.recorder is not None:
+                self.recorder.load_state_dict(None)
             if self.guards is not None:
                 self.guards.load_state_dict(None)
             return
@@ -170,24 +161,27 @@ class _RunFolder:
         source.load_state_dict(self.trainer.state["source"])
         if self.guards is not None:
             self.guards.load_state_dict(self.trainer.state.get("guards"))
-        if self.log is not None:
-            self.log.truncate(int(self.trainer.state.get("log_size", 0)))
+        if self.recorder is not None:
+            self.recorder.load_state_dict(self.trainer.state.get("recorder", {}))
 
     def record(self, metrics: Mapping[str, float]) -> None:
-        if self.log is not None:
-            self.log.write(metrics)
+        if self.recorder is not None:
+            self.recorder.row(metrics)
 
     def checkpoint(self, source: EpisodeSource) -> None:
-        trainer = self.trainer
-        log_size = self.log.size() if self.log is not None else 0
-        trainer.state.update(source=source.state_dict(), log_size=log_size)
+        trainer, directory = self.trainer, self.checkpoints
+        if directory is None:
+            return
+        trainer.state["source"] = source.state_dict()
+        if self.recorder is not None:
+            trainer.state["recorder"] = self.recorder.state_dict()
         protect = None
         if self.guards is not None:
             trainer.state["guards"] = self.guards.state_dict()
-            protect = self.guards.protected(self.out / "checkpoints", trainer.step_count)
-        trainer.save(self.out / "checkpoints" / f"step-{trainer.step_count:08d}")
+            protect = self.guards.protected(directory, trainer.step_count)
+        trainer.save(directory / f"step-{trainer.step_count:08d}")
         if trainer.backend.rank == 0:
-            _prune(self.out / "checkpoints", self.keep, protect)
+            _prune(directory, self.keep, protect)
 
 
 def _update(
@@ -237,11 +231,10 @@ class _Stalls:
 
 
 def _record(
-    run: _RunFolder | None, guards: Guards | None, metrics: dict[str, Any], source: EpisodeSource
+    run: _Run, guards: Guards | None, metrics: dict[str, Any], source: EpisodeSource
 ) -> str | None:
     """Log an update's metrics; the guards' verdict on them (``stop``, ``rollback``: done)."""
-    if run is not None:
-        run.record(metrics)
+    run.record(metrics)
     return guards.check(metrics, run, source) if guards is not None else None
 
 
@@ -270,6 +263,7 @@ def fit(
     keep_checkpoints: int = 2,
     resume: bool = True,
     on_metrics: Callable[[dict[str, float]], None] | None = None,
+    recorder: Recorder | None = None,
     should_stop: Callable[[], bool] | None = None,
     engine_device: str = "auto",
     engine: InferenceEngine | None = None,
@@ -277,18 +271,29 @@ def fit(
     guards: Guards | None = None,
     max_empty_steps: int | None = None,
 ) -> list[dict[str, float]]:
-    """Train until ``trainer.step_count == steps``; returns this call's metrics rows (as
-    written to ``metrics.jsonl``: one per update, and one per step whose every episode was
-    dropped).
+    """Train until ``trainer.step_count == steps``; returns this call's metrics rows (one per
+    update, and one per step whose every episode was dropped).
+
+    ::
+
+        fit(trainer, "agentgym/FrozenLake-v0", steps=100, out="runs/fl")  # rerun: resumes
+        fit(trainer, source, steps=100, out="runs/fl", recorder=RunFolder("runs/fl"))
+
+    The first writes ``runs/fl/checkpoints/`` only; the second is how ``agentgym train`` adds
+    its logs (``agentgym.recipes.run_folder.RunFolder``: ``metrics.jsonl`` and the guards'
+    files), kept exact across kills and resumes.
 
     Args:
         source: An ``EpisodeSource``, or an env id / ``AgentVectorEnv`` to collect from with
             an ``HFEngine`` on the policy (``trainer.engine`` when one is attached).
-        out: The run folder (metrics and checkpoints); None: nothing is written.
+        out: Where checkpoints go (``<out>/checkpoints/step-<n>``) and a resumed run finds
+            them; None: nothing is written (no resume, no rollback).
         checkpoint_every: Save after every this many updates, and after the last.
         keep_checkpoints: Complete checkpoints kept; older ones are deleted.
         resume: Continue from the newest checkpoint in ``out`` when there is one.
         on_metrics: Called with each update's metrics (progress bars, TensorBoard).
+        recorder: Records each metrics row and guard event, and forgets those after the
+            checkpoint a run resumes from (``agentgym.trainers.recorder.Recorder``; rank 0).
         should_stop: Asked after each update; True ends the run early, after a checkpoint
             (how ``agentgym train`` stops cleanly on Ctrl-C). With several ranks, pass it on
             every rank (or on none): True on any rank stops them all.
@@ -319,9 +324,9 @@ def fit(
     folder = out if weights_dir is None else weights_dir
     _attach(trainer, engine, source, folder, weights_dir is None)
     episodes = pipelined(_source_for(trainer, source, engine_device), trainer)
-    run = None if out is None else _RunFolder(Path(out), trainer, keep_checkpoints, guards)
-    if run is not None:
-        run.start(episodes, resume)
+    directory = None if out is None else Path(out)
+    run = _Run(directory, trainer, keep_checkpoints, guards, recorder)
+    run.start(episodes, resume)
     history, stalls = [], _Stalls(trainer, guards, max_empty_steps)
     try:
         while trainer.step_count < steps:
@@ -336,7 +341,7 @@ def fit(
             if verdict == "rollback":
                 continue  # back at a good checkpoint, written again with the guards' state
             stop = verdict == "stop" or _asked(should_stop, trainer)
-            if run is not None and _due(trainer, metrics, stop, checkpoint_every, steps):
+            if _due(trainer, metrics, stop, checkpoint_every, steps):
                 run.checkpoint(episodes)
             if stop:
                 break

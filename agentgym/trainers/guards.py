@@ -14,13 +14,14 @@ streak:
 - ``stop``: the run checkpoints and ends;
 - ``rollback``: the run goes back to the newest checkpoint written before the streak began (its
   policy produced the last good update), the learning rate is multiplied by ``lr_factor``, the
-  checkpoints after it are deleted and the metrics rows after it move to
-  ``metrics.rolled_back.jsonl``; after ``max_rollbacks`` rollbacks, or with no such checkpoint,
-  the run stops instead.
+  checkpoints after it are deleted and the metrics rows after it are set aside by ``fit``'s
+  recorder (``agentgym train``: to ``metrics.rolled_back.jsonl``); after ``max_rollbacks``
+  rollbacks, or with no such checkpoint, the run stops instead.
 
-Events go to ``<out>/guards.jsonl`` (one line each), to ``Guards.events`` and, through
-``agentgym train``, to ``summary.json`` and the curves. The guards' state (streaks, baselines,
-rollbacks done, the learning-rate scale, events) is part of every checkpoint, so a run resumed
+Events go to ``Guards.events``, to ``fit``'s recorder (``agentgym train``: ``guards.jsonl``, one
+line each) and, through ``agentgym train``, to ``summary.json`` and the curves. The guards' state
+(streaks, baselines, rollbacks done, the learning-rate scale, events) is part of every
+checkpoint, so a run resumed
 after a rollback continues exactly as if it had not stopped. The monitors, their defaults and
 why they are conservative: ``docs/guards.md``.
 """
@@ -28,7 +29,6 @@ why they are conservative: ``docs/guards.md``.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,11 +36,9 @@ from typing import Any
 
 from agentgym.core.types import Episode
 from agentgym.trainers.guard_config import MONITORS, GuardsConfig, MonitorConfig
-from agentgym.trainers.rollback import ROLLED_BACK_FILE
+from agentgym.trainers.recorder import Recorder
 
 __all__ = ["MONITORS", "Guards", "GuardsConfig", "MonitorConfig"]
-
-EVENTS_FILE = "guards.jsonl"
 
 
 def _fresh_counts() -> dict[str, float]:
@@ -84,7 +82,7 @@ class Guards:
         self.rollbacks, self.lr_scale = 0, 1.0
         self.events: list[dict[str, Any]] = []
         self.state: dict[str, dict[str, Any]] = {n: _fresh_monitor_state() for n in self.monitors}
-        self.out: Path | None = None
+        self.recorder: Recorder | None = None
         self.rank = 0
         self._pending = _fresh_counts()
 
@@ -240,12 +238,12 @@ class Guards:
         settings = self.config.settings
         if self.rollbacks >= settings.max_rollbacks:
             return None, f"max_rollbacks={settings.max_rollbacks} already taken"
-        if run is None:
-            return None, "the run has no folder (out=None) to roll back in"
+        if run is None or run.checkpoints is None:
+            return None, "the run has no checkpoints (out=None) to roll back to"
         from agentgym.trainers.rollback import checkpoint_at_or_before
 
         bound = self.good_step(step)
-        target = checkpoint_at_or_before(run.out / "checkpoints", bound)
+        target = checkpoint_at_or_before(run.checkpoints, bound)
         if target is None:
             return None, _no_target(bound)
         return target, ""
@@ -259,11 +257,8 @@ class Guards:
                 f"{shown} since update {event['since_update']}: {event['action']}"
                 + (f" ({event['reason']})" if event.get("reason") else "")
             )
-            if self.out is not None:
-                with open(self.out / EVENTS_FILE, "a") as f:
-                    f.write(json.dumps(event, sort_keys=True) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
+            if self.recorder is not None:
+                self.recorder.event(event)
 
     def summary(self) -> dict[str, Any]:
         """What ``summary.json`` holds of the guards: the events, rollbacks taken, the final
@@ -278,9 +273,9 @@ class Guards:
 
     # -- state ----------------------------------------------------------------------------
 
-    def attach(self, out: Path | None, rank: int) -> None:
-        """Write events under ``out`` (rank 0 only)."""
-        self.out, self.rank = (out if rank == 0 else None), rank
+    def attach(self, recorder: Recorder | None, rank: int) -> None:
+        """Record events with ``recorder`` (rank 0 only)."""
+        self.recorder, self.rank = (recorder if rank == 0 else None), rank
 
     def say(self, text: str) -> None:
         """Print ``text`` on rank 0."""
@@ -293,33 +288,16 @@ class Guards:
             "lr_scale": self.lr_scale,
             "events": [dict(e) for e in self.events],
             "monitors": json.loads(json.dumps(self.state)),
-            "sizes": self._sizes(),
-        }
-
-    def _sizes(self) -> dict[str, int]:
-        if self.out is None:
-            return {}
-        return {
-            name: (self.out / name).stat().st_size if (self.out / name).exists() else 0
-            for name in (EVENTS_FILE, ROLLED_BACK_FILE)
         }
 
     def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
-        """Continue from ``state_dict`` (None: a fresh run); the event files are cut back to
-        the sizes they had then."""
+        """Continue from ``state_dict`` (None: a fresh run)."""
         state = state or {}
         self.rollbacks = int(state.get("rollbacks", 0))
         self.lr_scale = float(state.get("lr_scale", 1.0))
         self.events = [dict(e) for e in state.get("events", [])]
         self.load_monitors(state.get("monitors", {}))
         self._pending = _fresh_counts()
-        if self.out is not None:
-            sizes = state.get("sizes", {})
-            for name in (EVENTS_FILE, ROLLED_BACK_FILE):
-                path = self.out / name
-                if path.exists():
-                    with open(path, "r+b") as f:
-                        f.truncate(min(int(sizes.get(name, 0)), path.stat().st_size))
 
     def load_monitors(self, monitors: Mapping[str, Any]) -> None:
         fresh = {n: _fresh_monitor_state() for n in self.monitors}

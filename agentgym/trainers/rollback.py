@@ -1,14 +1,14 @@
-"""A guard's rollback: back to a good checkpoint of the run folder, with a lower learning rate.
+"""A guard's rollback: back to a good checkpoint of the run, with a lower learning rate.
 
 The steps are ordered so that a run killed at any moment of a rollback resumes exactly:
 
 1. every rank loads the good checkpoint (weights, optimizer, RNG states, the source's position);
 2. rank 0 deletes the checkpoints after it (each loses its manifest first), so a resume can only
    find the good one, whose state replays the same updates and the same rollback;
-3. the event is written to ``guards.jsonl`` and the metrics rows after the checkpoint move from
-   ``metrics.jsonl`` to ``metrics.rolled_back.jsonl``;
+3. the event goes to ``fit``'s recorder, which sets the metrics rows after the checkpoint aside
+   (``agentgym train``: from ``metrics.jsonl`` to ``metrics.rolled_back.jsonl``);
 4. the good checkpoint is written again in place, now with the guards' new state (rollbacks
-   done, learning-rate scale, the event files' sizes), and the run continues from it.
+   done, learning-rate scale) and the recorder's, and the run continues from it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ from typing import Any
 from agentgym.core.errors import Error
 from agentgym.trainers.checkpoint import MANIFEST
 
-__all__ = ["ROLLED_BACK_FILE", "checkpoint_at_or_before", "roll_back"]
-
-ROLLED_BACK_FILE = "metrics.rolled_back.jsonl"
-"""Where the metrics rows a rollback discarded go (beside ``metrics.jsonl``)."""
+__all__ = ["checkpoint_at_or_before", "roll_back"]
 
 _STEP_DIR = re.compile(r"step-(\d+)")
 
@@ -60,19 +57,6 @@ def _delete_after(directory: Path, step: int) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _move_rows(out: Path, log: Any, size: int) -> None:
-    """The metrics rows after byte ``size`` of ``metrics.jsonl`` go to the rolled-back file."""
-
-    with open(log.path, "rb") as f:
-        f.seek(size)
-        rows = f.read()
-    with open(out / ROLLED_BACK_FILE, "ab") as f:
-        f.write(rows)
-        f.flush()
-        os.fsync(f.fileno())
-    log.truncate(size)
-
-
 def _agreed(trainer: Any) -> int:
     """The number of ranks, once every rank is checked to be back at the same update with the
     same learning rate (collective); a disagreement would train the ranks apart."""
@@ -91,8 +75,9 @@ def _agreed(trainer: Any) -> int:
 
 
 def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dict]) -> None:
-    """Return ``run`` (fit's run folder) and ``source`` to the checkpoint ``target``, lower the
-    learning rate, record ``events`` (the trip that asked for it) and checkpoint (collective).
+    """Return ``run`` (fit's checkpoints and recorder) and ``source`` to the checkpoint
+    ``target``, lower the learning rate, record ``events`` (the trip that asked for it) and
+    checkpoint (collective).
 
     ``guards`` is the run's ``agentgym.trainers.guards.Guards`` (not imported here: it imports
     this module)."""
@@ -111,11 +96,11 @@ def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dic
             if ranks > 1:
                 event["ranks"] = ranks  # every rank took it: same update, same learning rate
     if trainer.backend.rank == 0:
-        _delete_after(run.out / "checkpoints", trainer.step_count)
+        _delete_after(run.checkpoints, trainer.step_count)
     trainer.backend.barrier()
     guards._record(events)
-    if run.log is not None:
-        _move_rows(run.out, run.log, int(trainer.state.get("log_size", 0)))
+    if run.recorder is not None:
+        run.recorder.roll_back(trainer.state.get("recorder", {}))
     guards.say(
         f"rolled back from update {tripped_at} to the checkpoint of update "
         f"{trainer.step_count}; learning rate x{guards.lr_scale:g} "

@@ -60,6 +60,7 @@ def run(algo: str, out: Path, backend: str = "deepspeed", seed: int = 0, steps: 
     """``fit`` for ``steps`` updates (resuming from ``out``), checkpoint after each; returns
     the trainer."""
     from agentgym import models
+    from agentgym.recipes.run_folder import RunFolder
     from agentgym.trainers import fit, make
     from agentgym.trainers.sharding import ShardedSource
 
@@ -70,7 +71,15 @@ def run(algo: str, out: Path, backend: str = "deepspeed", seed: int = 0, steps: 
     rank, world = trainer.backend.rank, trainer.backend.world_size
     local = ShardSource(trainer.config.group_size, rank, world)
     source: Any = local if world == 1 else ShardedSource(local, trainer.backend)
-    fit(trainer, source, steps=steps, out=out, checkpoint_every=1, keep_checkpoints=5)
+    fit(
+        trainer,
+        source,
+        steps=steps,
+        out=out,
+        checkpoint_every=1,
+        keep_checkpoints=5,
+        recorder=RunFolder(out),  # metrics.jsonl: used on rank 0 only
+    )
     return trainer
 
 

@@ -18,6 +18,7 @@ import torch
 
 from agentgym import models
 from agentgym.error import ConfigError
+from agentgym.recipes.run_folder import RunFolder
 from agentgym.trainers import checkpoint, find_latest, fit, make
 
 from .ds_step import CONFIGS, FIT_CONFIG, NOT_COMPARED, SyntheticSource, synthetic_episodes
@@ -188,7 +189,15 @@ def test_sigkill_at_any_moment_resumes_without_repeating_or_skipping(tmp_path):
     assert logged_steps(out) == [1, 2, 3, 4, 5, 6]
 
     reference = make("grpo", policy=models.load(seed=0), config=FIT_CONFIG)
-    fit(reference, SyntheticSource(4), steps=6, out=tmp_path / "straight", checkpoint_every=1)
+    straight = tmp_path / "straight"
+    fit(
+        reference,
+        SyntheticSource(4),
+        steps=6,
+        out=straight,
+        checkpoint_every=1,
+        recorder=RunFolder(straight),
+    )
     resumed_lines = (out / "metrics.jsonl").read_text().splitlines()
     straight_lines = (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
     for a, b in zip(resumed_lines, straight_lines, strict=True):

@@ -15,8 +15,9 @@ import torch
 from agentgym import models
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Turn, assistant
+from agentgym.recipes.run_folder import EVENTS_FILE, ROLLED_BACK_FILE, RunFolder
 from agentgym.trainers import fit, make
-from agentgym.trainers.guards import EVENTS_FILE, ROLLED_BACK_FILE, Guards, GuardsConfig
+from agentgym.trainers.guards import Guards, GuardsConfig
 
 from .ds_step import FIT_CONFIG, NOT_COMPARED, SyntheticSource
 
@@ -54,9 +55,9 @@ def test_the_defaults_catch_the_collapsed_runs(name):
     collapse = [e for e in events if e["monitor"] == "entropy_collapse"]
     assert collapse
     assert collapse[0]["update"] <= 65
-    # no run folder here: the rollback it asks for becomes a stop, and says why
+    # no checkpoints here: the rollback it asks for becomes a stop, and says why
     assert collapse[0]["action"] == "stop"
-    assert "no folder" in collapse[0]["reason"]
+    assert "no checkpoints" in collapse[0]["reason"]
 
 
 def test_patience_trips_once_per_streak():
@@ -182,7 +183,7 @@ def run_to(
     source = FlaggingSource(guards, at=4, staleness=staleness)  # the 5th batch: update 5
     with contextlib.suppress(KeyboardInterrupt), contextlib.redirect_stdout(io.StringIO()):
         fit(trainer, source, steps=steps, out=out, checkpoint_every=1, keep_checkpoints=keep,
-            on_metrics=maybe_kill, guards=guards)
+            on_metrics=maybe_kill, guards=guards, recorder=RunFolder(out))
     return trainer, guards
 
 

@@ -13,6 +13,7 @@ from agentgym import models
 from agentgym.core.aio import run_sync
 from agentgym.error import ConfigError
 from agentgym.inference.hf import HFEngine
+from agentgym.recipes.run_folder import RunFolder
 from agentgym.trainers import fit, make
 
 from .ds_step import FIT_CONFIG, NOT_COMPARED, SyntheticSource
@@ -64,11 +65,18 @@ def test_a_lora_fit_on_frozenlake_trains_only_the_adapters_and_syncs_merged_weig
 
 def test_a_resumed_lora_run_repeats_the_uninterrupted_one(tmp_path):
     straight = lora_trainer(seed=0)
-    fit(straight, SyntheticSource(4), steps=4, out=tmp_path / "straight", checkpoint_every=1)
+
+    def run(trainer, steps, out):
+        recorder = RunFolder(out)
+        fit(
+            trainer, SyntheticSource(4), steps=steps, out=out, checkpoint_every=1, recorder=recorder
+        )
+
+    run(straight, 4, tmp_path / "straight")
     first = lora_trainer(seed=0)
-    fit(first, SyntheticSource(4), steps=2, out=tmp_path / "resumed", checkpoint_every=1)
+    run(first, 2, tmp_path / "resumed")
     second = lora_trainer(seed=0)
-    fit(second, SyntheticSource(4), steps=4, out=tmp_path / "resumed", checkpoint_every=1)
+    run(second, 4, tmp_path / "resumed")
 
     def logged(run):
         lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()

@@ -17,8 +17,9 @@ import pytest
 from agentgym import models
 from agentgym.core.errors import NoLearningSignalWarning, NoTrainableEpisodes
 from agentgym.core.types import Episode
+from agentgym.recipes.run_folder import EVENTS_FILE, RunFolder
 from agentgym.trainers import fit, make
-from agentgym.trainers.guards import EVENTS_FILE, Guards, GuardsConfig
+from agentgym.trainers.guards import Guards, GuardsConfig
 from agentgym.trainers.stalls import FlatSteps
 
 from .ds_step import synthetic_episodes
@@ -94,7 +95,7 @@ def test_steps_that_drop_every_episode_stop_the_run_naming_the_causes(tiny, tmp_
         contextlib.redirect_stdout(io.StringIO()) as said,
         pytest.raises(NoTrainableEpisodes) as stopped,
     ):
-        fit(trainer_for(tiny), source, steps=20, out=tmp_path, guards=guards)
+        fit(trainer_for(tiny), source, steps=20, guards=guards, recorder=RunFolder(tmp_path))
     message = str(stopped.value)
     assert "3 training steps in a row had no episode to train on" in message
     assert "18 episodes: ConnectionRefusedError: [Errno 111] Connect call failed (infra)" in message
@@ -187,7 +188,8 @@ def test_a_rollback_with_no_checkpoint_yet_never_names_update_minus_one(tmp_path
     )
     guards = Guards(config)
     backend = SimpleNamespace(world_size=1)
-    run = SimpleNamespace(out=tmp_path, trainer=SimpleNamespace(backend=backend))
+    trainer = SimpleNamespace(backend=backend)
+    run = SimpleNamespace(checkpoints=tmp_path / "checkpoints", trainer=trainer)
     with contextlib.redirect_stdout(io.StringIO()) as said:
         assert guards.check({"step": 1.0, "entropy": 0.01}, run, None) == "stop"
     (event,) = guards.events
