@@ -9,7 +9,8 @@
 ``make`` builds a ``Trainer`` from a preset config (``PPOConfig``, ``GRPOConfig``, ``DAPOConfig``
 or a registered algorithm) on a backend (``agentgym.trainers.backends``: torch, deepspeed);
 ``fit`` is the loop over an ``EpisodeSource`` (the rollout collector, ``CollectorSource``, or your
-own). The algorithm building blocks are pure functions in ``agentgym.trainers.algorithms``. Run
+own), which writes checkpoints under ``out`` and hands its metrics rows to a ``Recorder`` when
+given one. The algorithm building blocks are pure functions in ``agentgym.trainers.algorithms``. Run
 folders, recipes, progress bars and evaluation reports are the application's
 (``agentgym.recipes``), not this package's.
 """
@@ -31,6 +32,7 @@ from agentgym.trainers.config import (
     register_algorithm,
 )
 from agentgym.trainers.fit import fit
+from agentgym.trainers.recorder import Recorder
 from agentgym.trainers.source import EpisodeSource
 from agentgym.trainers.trainer import Trainer, make
 
@@ -41,6 +43,7 @@ __all__ = [
     "EpisodeSource",
     "GRPOConfig",
     "PPOConfig",
+    "Recorder",
     "TorchBackend",
     "TrainOptions",
     "Trainer",
