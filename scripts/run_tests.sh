@@ -1,49 +1,74 @@
 #!/usr/bin/env bash
-# `make test`: lint, the sandbox services (`make services`), then every test, in two pytest runs
+# `make test`: lint, the sandbox services (`make services`), then every test, in three pytest runs
 # side by side.
 #
-# The FrozenLake learning tests (tests/recipes/test_frozenlake_learns.py: three `agentgym train`
-# runs, the longest test by far) need neither docker nor bubblewrap, so they start first, and the
-# lint, the service set-up (apt, debootstrap, image builds: mostly waiting on the network and the
-# disk) and the rest of the suite run meanwhile. Measured on 2 CPUs with .ci/run: the rest of the
-# suite took 39 minutes and the learning runs about 70 beside it (about 30 alone), so the whole
-# takes about as long as the learning runs instead of the sum. Their output is printed at the end.
+# Each pytest run is one process running one test at a time: about one CPU. So that CI's two
+# CPUs are both busy, the suite runs as three side-by-side runs:
+#   - the FrozenLake learning test (tests/recipes/test_frozenlake_learns.py: `make train`'s own
+#     run, the longest test by far; it needs neither docker nor bubblewrap, so it starts first and
+#     the lint and the service set-up run meanwhile);
+#   - the envs, their sandboxes and the core (ENV_HALF below: Chromium and docker live here);
+#   - the rest (inference, rollout, trainers, recipes, vector, ...).
+# The two halves were cut where the measured durations split the suite about evenly
+# (docs/testing.md has the figures). A half's session fixtures are its own; the runs share no
+# temporary directory and no pytest cache. Their output is printed at the end, one after another.
 #
-# Env: VENV (default .venv), MAKE (default make). Fails when the lint, the set-up or a test fails.
+# Env: VENV (default .venv), MAKE (default make); LEARNING, ENV_HALF and REST (the three runs'
+# paths, to try the script on a few files). Fails when the lint, the set-up or a test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 MAKE=${MAKE:-make}
-LEARNING=tests/recipes/test_frozenlake_learns.py
+LEARNING=${LEARNING:-tests/recipes/test_frozenlake_learns.py}
+# shellcheck disable=SC2206  # ENV_HALF from the environment: paths without spaces
+ENV_HALF=(${ENV_HALF:-tests/core tests/envs tests/sandbox})
+REST=${REST:-tests}
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentgym-test.XXXXXX")
+pids=()
 
-# Job control on while starting it: the learning run gets a process group of its own, so that
-# stopping it (a failed lint, Ctrl-C) also stops its training processes.
-set -m
-# Its own temporary directory and no cache: nothing shared with the other pytest run.
-"$VENV/bin/pytest" -q --durations=5 -p no:cacheprovider --basetemp="$work/tmp" "$LEARNING" \
-    >"$work/learning.log" 2>&1 &
-learning=$!
-set +m
-trap 'kill -TERM -- "-$learning" 2>/dev/null || true' EXIT
+# Job control on while starting them: each run gets a process group of its own, so that stopping
+# it (a failed lint, Ctrl-C) also stops its training, server and browser processes.
+start() {  # start NAME PYTEST-ARGS...: a pytest run in the background, its output in NAME.log
+    local name=$1
+    shift
+    set -m
+    "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" "$@" \
+        >"$work/$name.log" 2>&1 &
+    set +m
+    pids+=($!)
+    echo "$!" >"$work/$name.pid"
+}
+stop_all() {
+    for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+}
+trap stop_all EXIT
 trap 'exit 130' INT TERM
 
+start learning --durations=5 "$LEARNING"
 "$MAKE" --no-print-directory lint services
 require=0
 [[ -f $VENV/.services ]] && require=1
-status=0
 # The same set-up installs chromium: with it done, the web tests fail rather than skip too.
-AGENTGYM_REQUIRE_DOCKER=$require AGENTGYM_REQUIRE_CHROMIUM=$require \
-    "$VENV/bin/pytest" -q --durations=15 --ignore="$LEARNING" || status=$?
+export AGENTGYM_REQUIRE_DOCKER=$require AGENTGYM_REQUIRE_CHROMIUM=$require
+# Three runs on two CPUs: OpenMP threads that spin while they wait (GNU OpenMP's default) would
+# burn the CPU the other runs need. Sleeping threads change no result, only the speed.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+ignore=()
+for path in "${ENV_HALF[@]}"; do ignore+=(--ignore="$path"); done
+start envs --durations=15 "${ENV_HALF[@]}"
+start rest --durations=15 "${ignore[@]}" --ignore="$LEARNING" "$REST"
 
-echo "waiting for the learning tests ($LEARNING)"
-learning_status=0
-wait "$learning" || learning_status=$?
-cat "$work/learning.log"
-if ((learning_status)); then
-    echo "the learning tests failed (exit status $learning_status); their runs: $work/tmp"
-else
-    rm -rf "$work"
-fi
-exit $((status || learning_status))
+status=0
+for name in envs rest learning; do
+    run_status=0
+    wait "$(cat "$work/$name.pid")" || run_status=$?
+    echo "=== pytest: $name ==="
+    cat "$work/$name.log"
+    if ((run_status)); then
+        echo "the $name tests failed (exit status $run_status); their temporary files: $work/$name"
+        status=1
+    fi
+done
+((status)) || rm -rf "$work"
+exit $status
