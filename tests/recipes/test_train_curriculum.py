@@ -13,7 +13,7 @@ from small_runs import train_args
 from agentgym.cli import main
 
 ARGS = train_args(
-    "--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4,floor=0.2",
+    "--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4", "floor=0.2",
     "--train-env-kwargs", '{"sizes": [3, 4, 5, 6]}',
     group_size=2, max_turns=6, checkpoint_every=2,
 )  # fmt: skip

@@ -18,7 +18,7 @@ ARGS = train_args(
     "--train-env-kwargs", '{"sizes": [3, 4]}', "--nproc", "2",
     group_size=2, max_turns=6, checkpoint_every=2,
 )  # fmt: skip
-ADAPTIVE = ["--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4,floor=0.2"]
+ADAPTIVE = ["--curriculum", "adaptive", "--curriculum-kwargs", "min_tries=4", "floor=0.2"]
 
 
 def _records(out: Path) -> list[dict]:
