@@ -42,7 +42,7 @@ from agentgym.core.aio import run_sync
 from agentgym.core.keyvalue import parse_kwargs, parse_pairs
 from agentgym.recipes.config import Layer, RunConfig, resolve_run
 from agentgym.recipes.run import _build, _evaluate, _prepare_out
-from agentgym.trainers.curriculum import task_set
+from agentgym.rollout.curriculum import task_set
 from agentgym.trainers.fit import fit
 
 

@@ -19,8 +19,8 @@ import json
 from agentgym import models
 from agentgym.inference import HFEngine
 from agentgym.rollout import ReActScaffold, collect
+from agentgym.rollout.collector_source import CollectorSource
 from agentgym.trainers import fit, make
-from agentgym.trainers.collector import CollectorSource
 
 ENV = "agentgym/FrozenLake-v0"
 ENV_KWARGS = {"tool": False, "size": 3}  # text moves (```down```) on small maps

@@ -21,8 +21,8 @@ from agentgym import models
 from agentgym.core.config import field_docs
 from agentgym.inference import HFEngine
 from agentgym.recipes.run_folder import RunFolder
+from agentgym.rollout.collector_source import CollectorSource
 from agentgym.trainers import fit, make
-from agentgym.trainers.collector import CollectorSource
 
 
 @dataclass

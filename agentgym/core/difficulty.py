@@ -4,7 +4,7 @@ An env with levels declares them as a ``difficulty_levels`` attribute (or proper
 tuple of distinct JSON-able values, easiest first (FrozenLake with ``sizes=(3, 4, 5, 6)``: the map
 sizes). ``reset(options={"difficulty": level})`` plays a task at that level (with
 ``"task_id"``, that task at that level), and reset's ``info["difficulty"]`` reports the level
-played. Curricula (``agentgym.trainers.curriculum``) read the levels with ``difficulty_levels``
+played. Curricula (``agentgym.rollout.curriculum``) read the levels with ``difficulty_levels``
 and draw tasks with those options; an env without levels has one, ``None``, and is reset
 without the option.
 

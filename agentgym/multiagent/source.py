@@ -23,11 +23,12 @@ from agentgym.inference.base import InferenceEngine
 from agentgym.multiagent.policies import EnginePolicy, Policy
 from agentgym.multiagent.rollout import play_games, role_episodes
 from agentgym.registry.multiagent import make
+from agentgym.rollout.source import SourceBase
 
 __all__ = ["MultiAgentSource"]
 
 
-class MultiAgentSource:
+class MultiAgentSource(SourceBase):
     """Episodes of ``train_roles`` in games of ``env``; see the module docstring.
 
     Args:

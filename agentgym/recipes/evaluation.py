@@ -37,7 +37,7 @@ from agentgym.core.types import Episode, Message, Turn
 from agentgym.inference.base import InferenceEngine, SamplingParams
 from agentgym.recipes.failures import failure_of
 from agentgym.recipes.report import EvalResult
-from agentgym.trainers.collector import episode_task
+from agentgym.rollout.collector_source import episode_task
 
 __all__ = [
     "TURN_TOKENS",

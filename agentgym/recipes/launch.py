@@ -10,7 +10,7 @@ The launcher resolves the run as ``agentgym train`` would (recipe, run file, fla
 deepspeed backend, writes it to a run file and starts ``torch.distributed.run`` (torchrun) on it:
 ``--nproc`` worker processes on this node, each running ``python -m agentgym.recipes.worker``.
 Each worker trains beside the others; each plays its share of every batch
-(``agentgym.trainers.sharding``). Rank 0 owns the run folder, the progress display and the
+(``agentgym.rollout.sharded_source``). Rank 0 owns the run folder, the progress display and the
 evaluations; the other ranks print nothing of their own. ``--out`` must be a folder every node
 sees (a shared file system): rank 0 writes the metrics and every rank its part of each
 checkpoint.

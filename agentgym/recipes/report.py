@@ -24,7 +24,7 @@ from typing import Any
 from agentgym.core.types import Episode
 from agentgym.inference.base import InferenceEngine
 from agentgym.recipes.failures import NothingJudged, by_cause, failure_of, unjudged_reason
-from agentgym.trainers.collector import episode_task
+from agentgym.rollout.collector_source import episode_task
 
 __all__ = [
     "EvalResult",

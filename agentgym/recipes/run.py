@@ -35,8 +35,9 @@ from agentgym.recipes.multiagent import run_source as multiagent_source
 from agentgym.recipes.report import EvalResult, evaluate, plot_curves
 from agentgym.registry.lookup import prepare_env
 from agentgym.registry.multiagent import is_multiagent
+from agentgym.rollout.collector_source import CollectorSource
 from agentgym.rollout.scaffold import make_scaffold
-from agentgym.trainers.collector import CollectorSource
+from agentgym.rollout.source import SourceBase
 
 __all__ = ["train_run"]
 
@@ -135,7 +136,7 @@ def _training_env(run: RunConfig, world_size: int) -> tuple[Any, dict[str, Any]]
     return AgentVectorEnv.from_id(run.env, num_envs, group_size=group, **kwargs), {}
 
 
-def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
+def _build(run: RunConfig, out: Path) -> tuple[Any, SourceBase]:
     """The trainer (policy from ``run.model``) and the collector on its engine
     (``colocated_engine``: on the trainer's device, sharing its weights, by default; a server
     with ``run.engine``, see ``_server_engine``)."""
@@ -189,8 +190,8 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
         gather=gather,
     )
     if trainer.backend.world_size > 1:  # each rank plays its share of every batch
-        from agentgym.trainers.collector import shard_size
-        from agentgym.trainers.sharding import ShardedSource
+        from agentgym.rollout.collector_source import shard_size
+        from agentgym.rollout.sharded_source import ShardedSource
 
         shard_size(run.config.groups_per_batch, trainer.backend.world_size)
         source.rank, source.world_size = trainer.backend.rank, trainer.backend.world_size
@@ -200,7 +201,7 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, Any]:
 
 def _curriculum(run: RunConfig, world_size: int) -> Any:
     """The run's curriculum over the training env's tasks (its declared difficulty levels)."""
-    from agentgym.trainers.curriculum import Task, make_curriculum, task_set
+    from agentgym.rollout.curriculum import Task, make_curriculum, task_set
 
     if run.curriculum == "uniform" and "tasks_per_level" not in run.curriculum_kwargs:
         return make_curriculum("uniform", [Task("all")], seed=run.seed, **run.curriculum_kwargs)
@@ -255,7 +256,7 @@ def _guards(run: RunConfig) -> Any:
     return Guards(GuardsConfig.from_dict(run.guards), reward_range=reward_range)
 
 
-def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, Any]:
+def _follow(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict[str, Any]:
     """A rank other than 0: trains beside rank 0, which owns the run folder's files, the
     progress display and the evaluations; returns an empty summary."""
     from agentgym.trainers.fit import fit
@@ -275,6 +276,7 @@ def _follow(run: RunConfig, trainer: Any, source: Any, out: Path) -> dict[str, A
             )
     finally:
         run_sync(trainer.engine.close())
+        source.close()  # a Ray vector env of the run's
     return {}
 
 
@@ -352,7 +354,7 @@ def _time_to(out: Path, threshold: float) -> dict[str, float] | None:
     return None
 
 
-def _final_summary(run: RunConfig, trainer: Any, source: CollectorSource, out: Path) -> dict:
+def _final_summary(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict:
     summary: dict[str, Any] = {"steps": trainer.step_count, "run": str(out)}
     summary["start"] = _start_eval(run, trainer, out) if run.eval_episodes > 0 else None
     summary["first_batch_success_0.9"] = _time_to(out, 0.9)
@@ -421,7 +423,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
         raise
     finally:
         run_sync(trainer.engine.close())
-        getattr(getattr(source, "env", None), "close", lambda: None)()  # a run's vector env
+        source.close()  # a Ray vector env of the run's (_training_env)
     summary["stopped_early"] = stop.requested
     summary["guards"] = guards.summary()  # events: update, monitor, value, threshold, action
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

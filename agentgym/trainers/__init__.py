@@ -9,12 +9,14 @@
 ``make`` builds a ``Trainer`` from a preset config (``PPOConfig``, ``GRPOConfig``, ``DAPOConfig``
 or a registered algorithm) on a backend (``agentgym.trainers.backends``: torch, deepspeed);
 ``fit`` is the loop over an ``EpisodeSource`` (the rollout collector, ``CollectorSource``, or your
-own), which writes checkpoints under ``out`` and hands its metrics rows to a ``Recorder`` when
-given one. The algorithm building blocks are pure functions in ``agentgym.trainers.algorithms``. Run
-folders, recipes, progress bars and evaluation reports are the application's
-(``agentgym.recipes``), not this package's.
+own; both are ``agentgym.rollout``'s, re-exported here), which writes checkpoints under ``out``
+and hands its metrics rows to a ``Recorder`` when given one. The algorithm building blocks are
+pure functions in ``agentgym.trainers.algorithms``. Run folders, recipes, progress bars and
+evaluation reports are the application's (``agentgym.recipes``), not this package's.
 """
 
+from agentgym.rollout.collector_source import CollectorSource
+from agentgym.rollout.source import EpisodeSource, SourceBase
 from agentgym.trainers import algorithms
 from agentgym.trainers.backends import Backend, TorchBackend, make_backend
 from agentgym.trainers.checkpoint import find_latest
@@ -33,17 +35,18 @@ from agentgym.trainers.config import (
 )
 from agentgym.trainers.fit import fit
 from agentgym.trainers.recorder import Recorder
-from agentgym.trainers.source import EpisodeSource
 from agentgym.trainers.trainer import Trainer, make
 
 __all__ = [
     "AlgorithmConfig",
     "Backend",
+    "CollectorSource",
     "DAPOConfig",
     "EpisodeSource",
     "GRPOConfig",
     "PPOConfig",
     "Recorder",
+    "SourceBase",
     "TorchBackend",
     "TrainOptions",
     "Trainer",

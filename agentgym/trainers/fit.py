@@ -21,9 +21,9 @@ at any moment (SIGKILL included) continues without repeating or skipping an upda
 
 With several data-parallel ranks (``trainer.backend.world_size > 1``) an env id is collected by
 a ``ShardedSource``: each rank plays its share of the batch and all train on the whole of it
-(``agentgym.trainers.sharding``). Metrics are joined over ranks and recorded by rank 0, with the
-source's ``stats`` (collect timings) where it has them; a stop
-requested on any rank stops every rank after the same update.
+(``agentgym.rollout.sharded_source``). Metrics are joined over ranks and recorded by rank 0,
+with the source's ``stats`` (``SourceBase.stats``: collect timings); a stop requested on any
+rank stops every rank after the same update.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import ConfigError
+from agentgym.rollout.source import EpisodeSource, SourceBase, as_source
 from agentgym.trainers.algorithms import AdvantageEstimator
 from agentgym.trainers.checkpoint import MANIFEST, find_latest
 from agentgym.trainers.pipeline import close_pipeline, pipelined
-from agentgym.trainers.source import EpisodeSource
 from agentgym.trainers.stalls import DEFAULT_MAX_EMPTY_STEPS, EmptySteps, FlatSteps
 
 if TYPE_CHECKING:
@@ -66,9 +66,9 @@ def _source_for(trainer: Trainer, target: Any, engine_device: str) -> EpisodeSou
             "is not an env id, an AgentVectorEnv or an EpisodeSource",
             "pass e.g. 'agentgym/FrozenLake-v0'",
         )
-    from agentgym.trainers.collector import CollectorSource, shard_size
+    from agentgym.rollout.collector_source import CollectorSource, shard_size
+    from agentgym.rollout.sharded_source import ShardedSource
     from agentgym.trainers.colocate import colocated_engine
-    from agentgym.trainers.sharding import ShardedSource
 
     config, backend = trainer.config, trainer.backend
     shard_size(config.groups_per_batch, backend.world_size)  # whole groups per rank, or now
@@ -113,7 +113,7 @@ def _attach(
             "pass out= (weights go to <out>/weights) or weights_dir=",
         )
     synced = attach_server(trainer, engine, Path(folder) / "weights" if under_out else folder)
-    if getattr(source, "engine", None) is synced.engine:
+    if isinstance(source, SourceBase) and source.engine is synced.engine:
         source.engine = synced
 
 
@@ -185,7 +185,7 @@ class _Run:
 
 
 def _update(
-    trainer: Trainer, episodes: EpisodeSource, guards: Guards | None
+    trainer: Trainer, episodes: SourceBase, guards: Guards | None
 ) -> tuple[dict[str, Any], list[Any]]:
     """Collect a batch and step on it; the metrics joined over ranks (``update`` 0 and no
     ``empty``: DAPO's dynamic sampling wants more groups), and the batch."""
@@ -197,7 +197,7 @@ def _update(
         counted = bool(step_metrics["update"] or step_metrics.get("empty"))
         step_metrics.update(guards.episode_metrics(batch, counted))
     metrics = reduce_metrics(step_metrics, trainer.backend)
-    metrics.update(getattr(episodes, "stats", {}))  # a ShardedSource's collect times
+    metrics.update(episodes.stats)  # a ShardedSource's collect times
     return metrics, list(batch)
 
 
@@ -323,7 +323,8 @@ def fit(
             raise ConfigError(name, value, "must be >= 1", "use e.g. 10")
     folder = out if weights_dir is None else weights_dir
     _attach(trainer, engine, source, folder, weights_dir is None)
-    episodes = pipelined(_source_for(trainer, source, engine_device), trainer)
+    episodes = as_source(_source_for(trainer, source, engine_device))
+    episodes = pipelined(episodes, trainer, engine=episodes.engine)  # max_staleness >= 1
     directory = None if out is None else Path(out)
     run = _Run(directory, trainer, keep_checkpoints, guards, recorder)
     run.start(episodes, resume)

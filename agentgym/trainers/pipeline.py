@@ -2,7 +2,8 @@
 
 With ``config.max_staleness = k >= 1``, ``fit`` wraps its source in an ``AsyncSource``::
 
-    source = AsyncSource(CollectorSource(engine, "agentgym/FrozenLake-v0", group_size=8), trainer)
+    collector = CollectorSource(engine, "agentgym/FrozenLake-v0", group_size=8)
+    source = AsyncSource(collector, trainer, engine=collector.engine)
     batch = source.collect(groups)     # made ahead, in a background thread
     trainer.step(batch)                # meanwhile the thread collects the batch after next
 
@@ -21,9 +22,11 @@ and corrects the rest by truncated importance sampling with the sampling logprob
 Without it a one-optimizer-step update would take samples of ``π_{v}`` as those of ``π_{v+k}``.
 
 Weights: the optimizer must not change the weights under a running generation, so the engine
-the thread samples from has weights of its own. An ``HFEngine`` sharing the trainer's parameters
-(``colocate``'s default) is replaced, for collection only, by an engine on a copy of the policy
-(``colocate.engine_copy``); an in-process engine with its own copy is detached from the trainer
+the thread samples from has weights of its own. That engine is the ``engine`` argument: the one
+the source samples with (``SourceBase.engine``; ``fit`` passes it). An ``HFEngine`` sharing the
+trainer's parameters (``colocate``'s default) is replaced, for collection only, by an engine on a
+copy of the policy (``colocate.engine_copy``), which the source's ``engine`` holds meanwhile; an
+in-process engine with its own copy is detached from the trainer
 while the pipeline runs. After each update the main thread snapshots the policy's weights
 (``Trainer.policy_state_dict``, a collective under ZeRO-3, so never in the thread); the thread
 loads a batch's snapshot into its engine before collecting it. ``close`` gives a detached engine
@@ -40,9 +43,8 @@ An episode whose turns straddle a push is kept; its version for staleness is its
 Checkpoints persist the batches in flight: ``state_dict`` waits for the queued collections to
 finish and saves their episodes (every rank's, gathered into rank 0's checkpoint) with the
 wrapped source's position after them; a resumed run trains on exactly the batches the
-uninterrupted one did. A source without an engine (a test's,
-a replay buffer) is collected ahead as it is, and its episodes' versions are taken as policy
-versions.
+uninterrupted one did. A source without an engine (``engine=None``: a test's, a replay buffer)
+is collected ahead as it is, and its episodes' versions are taken as policy versions.
 """
 
 from __future__ import annotations
@@ -55,11 +57,13 @@ from typing import TYPE_CHECKING, Any
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
-from agentgym.trainers.source import EpisodeSource
+from agentgym.rollout.sharded_source import ShardedSource
+from agentgym.rollout.source import EpisodeSource, SourceBase, as_source
 
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from agentgym.inference.base import InferenceEngine
     from agentgym.trainers.trainer import Trainer
 
 __all__ = ["AsyncSource", "close_pipeline", "pipelined"]
@@ -67,26 +71,43 @@ __all__ = ["AsyncSource", "close_pipeline", "pipelined"]
 Weights = dict[str, "Tensor"]
 
 
-class AsyncSource:
+class AsyncSource(SourceBase):
     """``source`` collected up to ``max_staleness`` batches ahead of ``trainer``; see the
     module docstring.
 
     Args:
-        source: the source to run in the background thread (a ``CollectorSource``, whose
-            ``engine`` gets weights of its own, or any ``EpisodeSource``).
+        source: the source to run in the background thread (a ``CollectorSource``, or any
+            ``EpisodeSource``).
         trainer: the trainer whose ``step_count`` is the policy version.
         max_staleness: batches collected ahead; None: ``trainer.config.max_staleness``.
+        engine: the engine ``source`` samples with, which gets weights of its own (it must be
+            ``source.engine`` where the source declares one); None: the source samples with
+            none, and its episodes carry policy versions.
     """
 
     def __init__(
-        self, source: EpisodeSource, trainer: Trainer, max_staleness: int | None = None
+        self,
+        source: EpisodeSource,
+        trainer: Trainer,
+        max_staleness: int | None = None,
+        *,
+        engine: InferenceEngine | None = None,
     ) -> None:
         k = trainer.config.max_staleness if max_staleness is None else max_staleness
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(
                 "max_staleness", k, "must be an int >= 1 for AsyncSource", "use 1, or 0 and no wrap"
             )
-        self.source, self.trainer, self.max_staleness = source, trainer, k
+        self.source, self.trainer, self.max_staleness = as_source(source), trainer, k
+        if self.source.engine is not None and engine is not self.source.engine:
+            raise ConfigError(
+                "engine",
+                None if engine is None else type(engine).__name__,
+                f"is not the {type(self.source.engine).__name__} the source samples with: "
+                "collecting ahead loads each batch's weights into that engine",
+                "pass engine=source.engine",
+            )
+        self.engine = engine
         self._queue: deque[tuple[int, Future[list[Episode]]]] = deque()
         self._ready: deque[tuple[int, list[Episode]]] = deque()
         self._executor: ThreadPoolExecutor | None = None
@@ -98,9 +119,9 @@ class AsyncSource:
         self._engine_policy: int | None = None  # the policy version the engine holds
         self._versions: dict[int, int] = {}  # engine weight_version -> policy version
 
-    @property
+    @property  # type: ignore[override]
     def seen_tasks(self) -> set[str]:
-        return set(getattr(self.source, "seen_tasks", ()))
+        return set(self.source.seen_tasks)
 
     # -- EpisodeSource ---------------------------------------------------------------------
 
@@ -165,7 +186,7 @@ class AsyncSource:
         engine, self._engine = self._engine, None
         if engine is not None and self._owned:
             executor.submit(lambda: run_sync(engine.close())).result()
-            self.source.engine = self._replaced  # type: ignore[attr-defined]
+            self.source.engine = self._replaced
             self._owned, self._replaced = False, None
         executor.shutdown(wait=True)
         self._published, self._engine_policy = None, None
@@ -179,7 +200,7 @@ class AsyncSource:
 
     def _start(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentgym-async-collect")
-        engine = getattr(self.source, "engine", None)
+        engine = self.engine
         if engine is None:
             return
         from agentgym.inference.hf import HFEngine
@@ -198,10 +219,18 @@ class AsyncSource:
                 "use --engine hf or --engine sglang, or max_staleness=0",
             )
         if engine.model is trainer.module.policy:  # shared parameters: collect on a copy
+            if self.source.engine is not engine:
+                raise ConfigError(
+                    "engine",
+                    type(engine).__name__,
+                    "shares the trainer's weights, and the source does not declare it as its "
+                    "engine, so it cannot sample from a copy while the trainer updates",
+                    "collect from a SourceBase whose engine is this one (CollectorSource)",
+                )
             device = str(next(engine.model.parameters()).device)
             engine = engine_copy(trainer, device, max_batch_size=engine.max_batch_size)
-            self._owned, self._replaced = True, self.source.engine  # type: ignore[attr-defined]
-            self.source.engine = engine  # type: ignore[attr-defined]
+            self._owned, self._replaced = True, self.source.engine
+            self.source.engine = engine
         elif trainer.engine is engine:
             self._detached = engine
             trainer.attach_engine(None)
@@ -261,22 +290,23 @@ def _versioned(episodes: list[Episode]) -> list[Episode]:
     return episodes
 
 
-def pipelined(source: EpisodeSource, trainer: Trainer) -> EpisodeSource:
-    """``source`` collected ahead when ``trainer.config.max_staleness >= 1`` (else itself).
-    Inside a ``ShardedSource`` (a source with a rank's own ``local`` source), whose gather must
-    stay in the main thread, the rank's source is wrapped."""
+def pipelined(
+    source: SourceBase, trainer: Trainer, *, engine: InferenceEngine | None
+) -> SourceBase:
+    """``source`` collected ahead with ``engine`` (the one it samples with) when
+    ``trainer.config.max_staleness >= 1`` (else itself). Inside a ``ShardedSource``, whose
+    gather must stay in the main thread, the rank's ``local`` source is wrapped."""
     if not trainer.config.max_staleness or isinstance(source, AsyncSource):
         return source
-    local = getattr(source, "local", None)
-    if isinstance(local, EpisodeSource):
-        if not isinstance(local, AsyncSource):
-            source.local = AsyncSource(local, trainer)  # type: ignore[attr-defined]
+    if isinstance(source, ShardedSource):
+        if not isinstance(source.local, AsyncSource):
+            source.local = AsyncSource(source.local, trainer, engine=engine)
         return source
-    return AsyncSource(source, trainer)
+    return AsyncSource(source, trainer, engine=engine)
 
 
 def close_pipeline(source: EpisodeSource) -> None:
     """Stop the background collection of a source ``pipelined`` returned (else nothing)."""
-    inner = getattr(source, "local", source)
+    inner = source.local if isinstance(source, ShardedSource) else source
     if isinstance(inner, AsyncSource):
         inner.close()

@@ -24,7 +24,7 @@ from types import ModuleType
 import pytest
 
 from agentgym.recipes.config import Layer, resolve_run
-from agentgym.trainers.curriculum import task_set
+from agentgym.rollout.curriculum import task_set
 
 ROOT = Path(__file__).parents[2]
 STUDY = ROOT / "benchmarks" / "curriculum.py"

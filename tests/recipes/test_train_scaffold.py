@@ -28,7 +28,7 @@ def scaffolds(monkeypatch: pytest.MonkeyPatch) -> list:
         seen.append(kwargs.get("scaffold"))
         return real_collect(*args, **kwargs)
 
-    monkeypatch.setattr("agentgym.trainers.collector.collect", spy)
+    monkeypatch.setattr("agentgym.rollout.collector_source.collect", spy)
     monkeypatch.setattr("agentgym.rollout.collect", spy)  # the evaluations import it from here
     return seen
 

@@ -18,8 +18,8 @@ import torch
 from test_train_server import PushProbe, Server, _train
 
 from agentgym import models
+from agentgym.rollout.collector_source import CollectorSource
 from agentgym.trainers import trainer as trainer_module
-from agentgym.trainers.collector import CollectorSource
 from agentgym.trainers.episodes import oldest_version
 
 ASYNC = ("--set", "max_staleness=1")

@@ -258,7 +258,7 @@ def test_bad_scaffold_arguments_raise_config_errors(tok):
 
 
 def test_the_trainers_collector_source_plays_through_its_scaffold(tok):
-    from agentgym.trainers.collector import CollectorSource
+    from agentgym.rollout.collector_source import CollectorSource
 
     engine = ScriptedEngine(tok, reply=lambda prompt, n: "Thought: t\nAction: a")
     venv = AgentVectorEnv([lambda: ChattyEnv(max_len=3)] * 2, group_size=2)

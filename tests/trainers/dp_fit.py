@@ -61,8 +61,8 @@ def run(algo: str, out: Path, backend: str = "deepspeed", seed: int = 0, steps: 
     the trainer."""
     from agentgym import models
     from agentgym.recipes.run_folder import RunFolder
+    from agentgym.rollout.sharded_source import ShardedSource
     from agentgym.trainers import fit, make
-    from agentgym.trainers.sharding import ShardedSource
 
     options: dict[str, Any] = {"micro_batch_tokens": MICRO_BATCH_TOKENS, "precision": "fp32"}
     if backend == "deepspeed":

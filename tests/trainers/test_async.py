@@ -12,6 +12,7 @@ import torch
 
 from agentgym import models
 from agentgym.error import ConfigError
+from agentgym.rollout.sharded_source import ShardedSource
 from agentgym.trainers import fit, make
 from agentgym.trainers import trainer as trainer_module
 from agentgym.trainers.episodes import admit, oldest_version
@@ -122,24 +123,18 @@ def test_async_source_refuses_k_0_and_sharded_sources_wrap_inside():
     trainer = make("grpo", policy=models.load(seed=0), config=CONFIG)
     with pytest.raises(ConfigError, match="max_staleness"):
         AsyncSource(SyntheticSource(4), trainer)
-    assert isinstance(pipelined(SyntheticSource(4), trainer), SyntheticSource)  # k = 0
+    plain = SyntheticSource(4)
+    assert pipelined(plain, trainer, engine=None) is plain  # k = 0
 
-    class Gathering:  # stands in for ShardedSource: its gather stays in the main thread
-        def __init__(self) -> None:
-            self.local = SyntheticSource(4)
+    class OneRank:  # a process group of one: the sharded source's gather stays in this thread
+        rank, world_size = 0, 1
 
-        def collect(self, num_groups: int) -> list:
-            return self.local.collect(num_groups)
-
-        def state_dict(self) -> dict[str, Any]:
-            return self.local.state_dict()
-
-        def load_state_dict(self, state: dict[str, Any]) -> None:
-            self.local.load_state_dict(state)
+        def all_gather_object(self, obj: Any) -> list[Any]:
+            return [obj]
 
     k1 = make("grpo", policy=models.load(seed=0), config={**CONFIG, "max_staleness": 1})
-    outer = Gathering()
-    assert pipelined(outer, k1) is outer
+    outer = ShardedSource(SyntheticSource(4), OneRank())
+    assert pipelined(outer, k1, engine=None) is outer
     assert isinstance(outer.local, AsyncSource)
 
 
@@ -194,7 +189,7 @@ def test_frozenlake_collects_on_a_copy_with_the_weights_of_the_version_it_record
     one on a copy; each batch is sampled by the snapshot of the version its episodes record,
     while the optimizer moves the trainer's own; ``close`` puts the shared engine back."""
     from agentgym.core.aio import run_sync
-    from agentgym.trainers.collector import CollectorSource
+    from agentgym.rollout.collector_source import CollectorSource
     from agentgym.trainers.colocate import colocated_engine
 
     config = {"group_size": 4, "batch_size": 8, "learning_rate": 1e-3, "max_new_tokens": 8}
@@ -210,7 +205,7 @@ def test_frozenlake_collects_on_a_copy_with_the_weights_of_the_version_it_record
         action_choices=True,
         max_tokens=8,
     )
-    source = AsyncSource(collector, trainer)
+    source = AsyncSource(collector, trainer, engine=shared)
     snapshots = [{k: v.clone() for k, v in trainer.policy_state_dict().items()}]
     try:
         batches = []
@@ -249,7 +244,7 @@ def test_agentgym_train_takes_async_collection_from_a_server():
 
 
 def test_a_synchronous_resume_of_an_async_checkpoint_names_max_staleness() -> None:
-    from agentgym.trainers.collector import CollectorSource
+    from agentgym.rollout.collector_source import CollectorSource
 
     source = CollectorSource(None, "agentgym/FrozenLake-v0", group_size=2)  # type: ignore[arg-type]
     ahead = {"source": {"seed": 0, "position": 4}, "ready": [[(2, [])]]}

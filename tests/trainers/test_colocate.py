@@ -126,7 +126,7 @@ def test_fit_on_frozenlake_matches_an_engine_with_a_copy_and_records_versions():
 
 
 def test_collected_episodes_record_the_weight_version_that_sampled_them():
-    from agentgym.trainers.collector import CollectorSource
+    from agentgym.rollout.collector_source import CollectorSource
 
     trainer = _trainer(config=FIT_CONFIG)
     engine, _ = colocated_engine(trainer)

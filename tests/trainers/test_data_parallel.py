@@ -1,4 +1,4 @@
-"""Data-parallel ranks that each collect their share of a batch (``agentgym.trainers.sharding``,
+"""Data-parallel ranks that each collect their share of a batch (``ShardedSource``,
 ``CollectorSource(rank=, world_size=)``, ``agentgym train --nproc/--nnodes``).
 
 The acceptance tests launch real processes (torchrun, gloo on the CPU): two ranks collecting
@@ -21,9 +21,10 @@ import torch
 
 from agentgym import models
 from agentgym.error import ConfigError
+from agentgym.rollout.collector_source import CollectorSource, shard_size
+from agentgym.rollout.sharded_source import ShardedSource
 from agentgym.trainers.checkpoint import read_manifest
-from agentgym.trainers.collector import CollectorSource, shard_size
-from agentgym.trainers.sharding import ShardedSource, any_rank, reduce_metrics
+from agentgym.trainers.sharding import any_rank, reduce_metrics
 
 from .dp_fit import ShardSource
 from .dp_fit import run as fit_run

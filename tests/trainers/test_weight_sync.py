@@ -19,8 +19,8 @@ from agentgym.core.types import Episode
 from agentgym.inference.base import Completion, SamplingParams
 from agentgym.inference.hf import HFEngine
 from agentgym.inference.openai import OpenAIEngine
+from agentgym.rollout.collector_source import CollectorSource
 from agentgym.trainers import fit, make
-from agentgym.trainers.collector import CollectorSource
 from agentgym.trainers.weight_sync import (
     InferenceServerError,
     ServerPolicy,

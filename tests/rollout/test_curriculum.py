@@ -14,8 +14,8 @@ import pytest
 from agentgym import models
 from agentgym.core.errors import ConfigError
 from agentgym.rollout import collect
-from agentgym.trainers.collector import CollectorSource
-from agentgym.trainers.curriculum import (
+from agentgym.rollout.collector_source import CollectorSource
+from agentgym.rollout.curriculum import (
     Adaptive,
     Schedule,
     Task,

@@ -14,8 +14,8 @@ import pytest
 
 from agentgym import models
 from agentgym.core.errors import ConfigError
-from agentgym.trainers.collector import CollectorSource
-from agentgym.trainers.curriculum import Task, Uniform, make_curriculum, task_set
+from agentgym.rollout.collector_source import CollectorSource
+from agentgym.rollout.curriculum import Task, Uniform, make_curriculum, task_set
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "rollout"))
 from toys import ScriptedEngine
