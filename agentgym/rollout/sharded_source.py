@@ -62,7 +62,7 @@ class ShardedSource(SourceBase):
     """
 
     def __init__(self, local: EpisodeSource, group: ProcessGroup) -> None:
-        self.local: SourceBase = as_source(local)
+        self.local = local
         """This rank's source (``fit`` wraps it in an ``AsyncSource`` to collect ahead)."""
         self.group = group
         self.seen_tasks: set[str] = set()
@@ -74,12 +74,12 @@ class ShardedSource(SourceBase):
 
     @property  # type: ignore[override]
     def engine(self) -> InferenceEngine | None:
-        """The local source's engine."""
-        return self.local.engine
+        """The local source's engine (``SourceBase.engine``)."""
+        return as_source(self.local).engine
 
     @engine.setter
     def engine(self, engine: InferenceEngine | None) -> None:
-        self.local.engine = engine
+        as_source(self.local).engine = engine
 
     def collect(self, num_groups: int) -> list[Episode]:
         if threading.current_thread() is not threading.main_thread():
@@ -125,5 +125,5 @@ class ShardedSource(SourceBase):
         self.seen_tasks = set(state.get("seen_tasks", ()))
 
     def close(self) -> None:
-        """Close the local source."""
-        self.local.close()
+        """Close the local source (``SourceBase.close``)."""
+        as_source(self.local).close()
