@@ -102,7 +102,8 @@ class CollectorSource(SourceBase):
                 "ranks: each rank would hear only its own groups and the curricula drift apart",
                 "pass gather=trainer.backend.all_gather_object",
             )
-        self.engine, self.env = engine, env
+        self.engine: InferenceEngine = engine
+        self.env = env
         self.group_size, self.seed = group_size, seed
         self.env_kwargs = dict(env_kwargs or {})
         self.max_turns = max_turns

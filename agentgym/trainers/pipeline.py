@@ -50,7 +50,7 @@ is collected ahead as it is, and its episodes' versions are taken as policy vers
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -119,9 +119,10 @@ class AsyncSource(SourceBase):
         self._engine_policy: int | None = None  # the policy version the engine holds
         self._versions: dict[int, int] = {}  # engine weight_version -> policy version
 
-    @property  # type: ignore[override]
-    def seen_tasks(self) -> set[str]:
-        return set(self.source.seen_tasks)
+    @property
+    def seen_tasks(self) -> Set[str]:  # type: ignore[override]
+        """The wrapped source's."""
+        return self.source.seen_tasks
 
     # -- EpisodeSource ---------------------------------------------------------------------
 
@@ -219,14 +220,7 @@ class AsyncSource(SourceBase):
                 "use --engine hf or --engine sglang, or max_staleness=0",
             )
         if engine.model is trainer.module.policy:  # shared parameters: collect on a copy
-            if self.source.engine is not engine:
-                raise ConfigError(
-                    "engine",
-                    type(engine).__name__,
-                    "shares the trainer's weights, and the source does not declare it as its "
-                    "engine, so it cannot sample from a copy while the trainer updates",
-                    "collect from a SourceBase whose engine is this one (CollectorSource)",
-                )
+            self._check_declared(engine)
             device = str(next(engine.model.parameters()).device)
             engine = engine_copy(trainer, device, max_batch_size=engine.max_batch_size)
             self._owned, self._replaced = True, self.source.engine
@@ -235,6 +229,17 @@ class AsyncSource(SourceBase):
             self._detached = engine
             trainer.attach_engine(None)
         self._engine = engine
+
+    def _check_declared(self, engine: InferenceEngine) -> None:
+        """``engine`` is the source's declared one, which a copy can stand in for."""
+        if self.source.engine is not engine:
+            raise ConfigError(
+                "engine",
+                type(engine).__name__,
+                "shares the trainer's weights, and the source does not declare it as its "
+                "engine, so it cannot sample from a copy while the trainer updates",
+                "collect from a SourceBase whose engine is this one (CollectorSource)",
+            )
 
     def _publish(self) -> tuple[int, Weights | None]:
         """The current policy version and, for an engine, a snapshot of its weights (taken
