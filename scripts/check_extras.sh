@@ -59,9 +59,7 @@ check_one() {
     (
         set -e
         "$PYTHON" -m venv "$venv"
-        # No byte-compiling of what is installed (torch alone is thousands of modules, six venvs
-        # of it): CPU that CI's tests beside this need; the smoke run compiles what it imports.
-        local pip=("$venv/bin/python" -m pip install --quiet --no-compile)
+        local pip=("$venv/bin/python" -m pip install --quiet)
         if [[ $TORCH_EXTRAS == *" $extra "* ]]; then "${pip[@]}" "$TORCH_CPU"; fi
         case $extra in
             core) "${pip[@]}" "$WHEEL" ;;
