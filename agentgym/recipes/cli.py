@@ -67,6 +67,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--train-roles", "train_roles", {"metavar": "ROLE,..."}),
     ("--role-policies", "role_policies", {**_MAPPING, "metavar": "ROLE=NAME|JSON"}),
     ("--eval-episodes", "eval_episodes", {"type": int}),
+    ("--start-eval-episodes", "start_eval_episodes", {"type": int}),
     ("--eval-temperature", "eval_temperature", {"type": float}),
     ("--checkpoint-every", "checkpoint_every", {"type": int}),
     ("--micro-batch-tokens", "micro_batch_tokens", {"type": int}),

@@ -163,6 +163,9 @@ class RunConfig(Config):
     kept); None: <out>/weights. On another machine: a folder of a shared file system."""
     eval_episodes: int = 128
     """Episodes of the evaluations before and after training; 0: none."""
+    start_eval_episodes: int | None = None
+    """Episodes of the evaluation before training, if not eval_episodes; 0: none. An untrained
+    policy's episodes often run to the turn limit, so that one can cost several times the other."""
     eval_temperature: float = 1.0
     """Sampling temperature of the evaluations; 0: greedy."""
     checkpoint_every: int = 10
@@ -188,6 +191,7 @@ class RunConfig(Config):
         "max_turns": ">= 1",
         "micro_batch_tokens": ">= 1",
         "eval_episodes": ">= 0",
+        "start_eval_episodes": ">= 0",
         "eval_temperature": ">= 0",
         "checkpoint_every": ">= 1",
     }

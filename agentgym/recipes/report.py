@@ -45,7 +45,10 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     p, n = successes / trials, trials
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # exactly 0 and 1 at the ends: rounding put the low end of 0/6 at 2.8e-17, above its rate
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
 
 
 def succeeded(episode: Episode) -> bool | None:
@@ -279,7 +282,7 @@ def _success_panel(ax: Any, rows: list[dict[str, float]], evals: list[_EvalPoint
         ax.errorbar(
             [point.step],
             [point.success],
-            yerr=[[point.success - low], [high - point.success]],
+            yerr=[[max(0.0, point.success - low)], [max(0.0, high - point.success)]],
             fmt=marker,
             capsize=4,
             label=f"eval {point.label}: {point.success:.2f} "

@@ -17,6 +17,7 @@ the error and the dropped episodes by cause, and raises.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import time
@@ -280,6 +281,13 @@ def _follow(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict
     return {}
 
 
+def _start_run(run: RunConfig) -> RunConfig:
+    """The run as the evaluation before training sees it: its own number of episodes."""
+    if run.start_eval_episodes is None:
+        return run
+    return dataclasses.replace(run, eval_episodes=run.start_eval_episodes)
+
+
 def _evaluate(run: RunConfig, trainer: Any, task_options: Any = None) -> EvalResult:
     """The run's evaluation (``task_options``: one reset-options mapping per episode)."""
     if is_multiagent(run.env):
@@ -304,6 +312,7 @@ def _start_eval(run: RunConfig, trainer: Any, out: Path) -> dict[str, Any] | Non
     path = out / "start_eval.json"
     if path.is_file():
         return dict(json.loads(path.read_text()))
+    run = _start_run(run)
     if run.eval_episodes <= 0:
         return None
     said: list[str] = []
@@ -356,7 +365,7 @@ def _time_to(out: Path, threshold: float) -> dict[str, float] | None:
 
 def _final_summary(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict:
     summary: dict[str, Any] = {"steps": trainer.step_count, "run": str(out)}
-    summary["start"] = _start_eval(run, trainer, out) if run.eval_episodes > 0 else None
+    summary["start"] = _start_eval(run, trainer, out)
     summary["first_batch_success_0.9"] = _time_to(out, 0.9)
     if run.eval_episodes > 0:
         started = time.perf_counter()

@@ -219,8 +219,23 @@ def test_wilson_interval_matches_a_hand_computed_value():
     low, high = wilson_interval(8, 10)
     assert low == pytest.approx(0.49016, abs=1e-4)
     assert high == pytest.approx(0.94337, abs=1e-4)
-    assert wilson_interval(0, 10)[0] == 0.0
-    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    # exactly the ends, not a rounding above the rate (0/6 gave 2.8e-17, and the curves' error
+    # bar for it made matplotlib raise after a run's final evaluation)
+    for n in range(1, 40):
+        assert wilson_interval(0, n)[0] == 0.0
+        assert wilson_interval(n, n)[1] == 1.0
+
+
+def test_the_start_evaluation_can_play_fewer_episodes(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--steps", "1", "--out", str(out), *SMALL, "--start-eval-episodes", "2"]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["start"]["episodes"], summary["end"]["episodes"]) == (2, 4)
+    assert main([*argv[:4], str(tmp_path / "none"), *SMALL, "--start-eval-episodes", "0"]) == 0
+    assert json.loads((tmp_path / "none" / "summary.json").read_text())["start"] is None
+    with pytest.raises(ConfigError, match="start_eval_episodes"):
+        _run("--start-eval-episodes", "-1")
 
 
 def test_eval_result_text_and_json():
