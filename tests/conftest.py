@@ -1,6 +1,8 @@
 """Suite-wide collection rule: the acceptance studies (``@pytest.mark.study``, an hour or more of
 training each) run only when asked for by name (``pytest -m study``, ``make curriculum-study``);
-any other selection, ``-m "not slow"`` included, leaves them out. And ``user_envs``: a module of
+any other selection, ``-m "not slow"`` included, leaves them out. A fast sample marked
+``@pytest.mark.covered_by("<node id>")`` is left out when that slow test, which repeats its checks
+on a superset, runs in the same session (CI runs both otherwise). And ``user_envs``: a module of
 the user's own that registers an env, for the commands' ``module:Env-v0`` and ``--import``."""
 
 from __future__ import annotations
@@ -37,10 +39,20 @@ def user_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple
     gym.registry.pop(env_id, None)
 
 
+def _covered(item: pytest.Item, collected: set[str]) -> bool:
+    marker = item.get_closest_marker("covered_by")
+    return marker is not None and marker.args[0] in collected
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if "study" in (config.getoption("markexpr") or ""):
-        return
-    studies = [item for item in items if item.get_closest_marker("study")]
-    if studies:
-        config.hook.pytest_deselected(items=studies)
-        items[:] = [item for item in items if not item.get_closest_marker("study")]
+    collected = {item.nodeid for item in items}
+    study = "study" in (config.getoption("markexpr") or "")
+    dropped = [
+        item
+        for item in items
+        if (item.get_closest_marker("study") and not study) or _covered(item, collected)
+    ]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        ids = {item.nodeid for item in dropped}
+        items[:] = [item for item in items if item.nodeid not in ids]

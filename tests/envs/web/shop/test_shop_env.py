@@ -28,6 +28,12 @@ def _sample(n: int) -> list[str]:
     return [t.task_id for t in tasks[:: len(tasks) // n][:n]]
 
 
+# The slow versions repeat these checks over more tasks (every 6th, this sample among them) and
+# episodes: where they run, these samples do not.
+ALL_TASKS = "tests/envs/web/shop/test_shop_oracle_all.py"
+
+
+@pytest.mark.covered_by(f"{ALL_TASKS}::test_oracle_solves_95_percent_of_the_tasks")
 def test_oracle_solves_a_sample_of_tasks(env: Any) -> None:
     sample = _sample(20)
     assert {int(t.split("/")[1][0]) for t in sample} == {0, 1, 2, 3}
@@ -39,6 +45,7 @@ def test_oracle_solves_a_sample_of_tasks(env: Any) -> None:
     assert solved >= 19
 
 
+@pytest.mark.covered_by(f"{ALL_TASKS}::test_random_policy_over_50_episodes_scores_near_zero")
 def test_random_policy_scores_near_zero(env: Any) -> None:
     returns = [run_episode(env, t, "random", seed=i, max_steps=15)[0]
                for i, t in enumerate(_sample(8))]  # fmt: skip
