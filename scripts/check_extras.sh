@@ -7,8 +7,11 @@
 #   EXTRAS="core train" JOBS=1 scripts/check_extras.sh
 #
 # core: no extra; lowest: no extra, with the core dependencies at their lowest allowed versions.
-# Extras that need torch get the CPU wheel first ($TORCH_CPU): an unpinned torch pulls several GB
-# of CUDA packages. Logs go to $WORK/<extra>.log; the venvs are removed unless KEEP=1.
+# Extras that need torch get the CPU wheel first ($TORCH_CPU), as the README tells users to install
+# it: an unpinned torch pulls several GB of CUDA packages. It is installed once, into a folder
+# of its own that each of those venvs sees through a .pth file (pip counts it as installed):
+# unpacking and byte-compiling torch and its dependencies in every venv was most of their install
+# time. Logs go to $WORK/<extra>.log; the venvs are removed unless KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +56,14 @@ EOF
 )
 export LOWEST
 
+# torch and its own dependencies, once, for every extra that needs it (see the top).
+need_torch=0
+for extra in $EXTRAS; do [[ $TORCH_EXTRAS == *" $extra "* ]] && need_torch=1; done
+if ((need_torch)); then
+    "$PYTHON" -m pip install --quiet --target "$WORK/torch" "$TORCH_CPU" >"$WORK/torch.log" 2>&1 \
+        || { cat "$WORK/torch.log"; exit 1; }
+fi
+
 check_one() {
     local extra=$1 venv="$WORK/venv-$1" log="$WORK/$1.log" t0
     t0=$(date +%s)
@@ -60,7 +71,11 @@ check_one() {
         set -e
         "$PYTHON" -m venv "$venv"
         local pip=("$venv/bin/python" -m pip install --quiet)
-        if [[ $TORCH_EXTRAS == *" $extra "* ]]; then "${pip[@]}" "$TORCH_CPU"; fi
+        if [[ $TORCH_EXTRAS == *" $extra "* ]]; then
+            "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+                | { read -r site; echo "$WORK/torch" >"$site/torch-cpu.pth"; }
+            "$venv/bin/python" -c 'import torch' || exit 1
+        fi
         case $extra in
             core) "${pip[@]}" "$WHEEL" ;;
             lowest) "${pip[@]}" "$WHEEL" $LOWEST ;;

@@ -18,6 +18,9 @@ from pathlib import Path
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 AGENTGYM = str(SCRIPTS / "agentgym")
+# Catches a hang only: .ci/run runs these at the lowest CPU priority beside the tests, where a
+# smoke run that takes a minute alone has taken over ten.
+DEADLINE_S = 2400
 OPTIONAL = (
     "torch", "transformers", "starlette", "uvicorn", "httpx", "docker", "mcp", "deepspeed",
     "playwright", "ray",
@@ -27,7 +30,12 @@ OPTIONAL = (
 def cli(*args: str, stdin: str = "", status: int = 0) -> str:
     """Run the installed ``agentgym`` command; its stdout, after checking its exit status."""
     done = subprocess.run(
-        [AGENTGYM, *args], input=stdin, capture_output=True, text=True, timeout=900, check=False
+        [AGENTGYM, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
     )
     if done.returncode != status or "Traceback" in done.stderr:
         raise SystemExit(
@@ -39,7 +47,11 @@ def cli(*args: str, stdin: str = "", status: int = 0) -> str:
 
 def python(code: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"python -c {code!r}: exit {done.returncode}\n{done.stderr[-4000:]}")
