@@ -70,7 +70,9 @@ check_one() {
     (
         set -e
         "$PYTHON" -m venv "$venv"
-        local pip=("$venv/bin/python" -m pip install --quiet)
+        # --no-compile: byte-compiling every installed module (transformers' thousands) was much
+        # of the CPU; the smoke run compiles what it imports.
+        local pip=("$venv/bin/python" -m pip install --quiet --no-compile)
         if [[ $TORCH_EXTRAS == *" $extra "* ]]; then
             "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
                 | { read -r site; echo "$WORK/torch" >"$site/torch-cpu.pth"; }

@@ -6,7 +6,8 @@
 #             needs neither docker nor bubblewrap nor Chromium, so it starts first.
 #   early     every test that needs none of the services (trainers, recipes, inference, ...):
 #             starts with it, beside the lint and the service set-up.
-#   web       the web envs (Chromium), once the services are up.
+#   web       the web envs (Chromium), once the services are up, and the recipes', integrations'
+#             and GPU check's tests (no service), to even out the runs' ends.
 #   services  the other tests that need docker, bubblewrap or Chromium ($SERVICES), meanwhile.
 #
 # On CI's 2 CPUs the time goes to CPU work (docs/testing.md has the figures): one pytest run
@@ -16,7 +17,8 @@
 # services are required wherever `make services` installs them).
 #
 # Env: VENV (default .venv), MAKE (default make); LEARNING, WEB, SERVICES and TESTS (the runs'
-# paths, to try the script on a few files; an empty WEB puts the web envs in the services run).
+# paths, to try the script on a few files; an empty WEB: no web run, whose paths then belong in
+# SERVICES); LOW (default 5), the niceness of the runs beside the learning run.
 # Runs share no temporary directory and no pytest cache; each has a process group of its own;
 # their output is printed at the end, one after another. Fails when the lint, the set-up or a
 # test fails.
@@ -27,22 +29,23 @@ VENV=${VENV:-.venv}
 MAKE=${MAKE:-make}
 LEARNING=${LEARNING:-tests/recipes/test_frozenlake_learns.py}
 # shellcheck disable=SC2206  # paths without spaces, from the environment
-WEB=(${WEB-tests/envs/web})
+WEB=(${WEB-tests/envs/web tests/recipes tests/integrations tests/test_gpu_check.py})
 # shellcheck disable=SC2206
 SERVICES=(${SERVICES:-tests/envs/swe tests/envs/test_code.py tests/envs/test_code_forging.py
     tests/envs/test_math.py tests/envs/test_tasks_argument.py tests/sandbox tests/vector
     tests/examples tests/test_conformance.py tests/test_cli.py tests/test_install.py})
 TESTS=${TESTS:-tests}
+LOW=${LOW:-5}  # the niceness of the runs beside the learning run
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentgym-test.XXXXXX")
 pids=()
 
 # Job control on while starting them: each run gets a process group of its own, so that stopping
 # it (a failed lint, Ctrl-C) also stops its training, server and browser processes.
-start() {  # start NAME PYTEST-ARGS...: a pytest run in the background, its output in NAME.log
-    local name=$1
-    shift
+start() {  # start NAME NICE PYTEST-ARGS...: a pytest run in the background, output in NAME.log
+    local name=$1 niceness=$2
+    shift 2
     set -m
-    "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" "$@" \
+    nice -n "$niceness" "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" "$@" \
         >"$work/$name.log" 2>&1 &
     set +m
     pids+=($!)
@@ -64,8 +67,11 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 late=(--ignore="$LEARNING")
 for path in "${WEB[@]}" "${SERVICES[@]}"; do late+=(--ignore="$path"); done
-start learning --durations=5 "$LEARNING"
-start early --durations=15 "${late[@]}" "$TESTS"
+# The learning run is one long sequence of updates, the other runs many independent tests: it
+# gets a CPU of its own (the others run at a lower priority), or it ends last. Starved in a
+# .ci/run among four equal runs, it was at update 85 of 150 after 48 minutes.
+start learning 0 --durations=5 "$LEARNING"
+start early "$LOW" --durations=15 "${late[@]}" "$TESTS"
 "$MAKE" --no-print-directory lint services
 if ((require)) && [[ ! -f $VENV/.services ]]; then
     echo "make services did not finish"
@@ -73,10 +79,10 @@ if ((require)) && [[ ! -f $VENV/.services ]]; then
 fi
 runs=(early)
 if ((${#WEB[@]})); then
-    start web --durations=15 "${WEB[@]}"
+    start web "$LOW" --durations=15 --ignore="$LEARNING" "${WEB[@]}"
     runs+=(web)
 fi
-start services --durations=15 "${SERVICES[@]}"
+start services "$LOW" --durations=15 "${SERVICES[@]}"
 runs+=(services)
 
 status=0

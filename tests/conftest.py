@@ -14,6 +14,17 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge what is generated, never how fast: the per-example deadline and the "input
+# generation is slow" health checks failed tests of correct code under CI's load (test runs side by
+# side at a lower priority). A test's own @settings still wins for what it names.
+settings.register_profile(
+    "agentgym",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example],
+)
+settings.load_profile("agentgym")
 
 USER_MODULE = """import gymnasium
 
