@@ -63,9 +63,8 @@ clean-services:
 lint: setup
 	$(BIN)/ruff check agentgym tests benchmarks scripts examples
 
-# lint, services and every test, in four pytest runs side by side: the FrozenLake learning test and
-# the tests that need no service from the start, beside the lint and the service set-up; then the
-# web envs and the other tests that need a service (scripts/run_tests.sh says why).
+# lint, services and every test; the FrozenLake learning test runs beside the lint, the service
+# set-up and the rest of the suite (scripts/run_tests.sh says why; ENV_HALF splits the rest in two).
 test: setup
 	VENV=$(VENV) bash scripts/run_tests.sh
 

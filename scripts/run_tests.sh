@@ -1,51 +1,39 @@
 #!/usr/bin/env bash
 # `make test`: lint, the sandbox services (`make services`), then every test, in pytest runs side
-# by side, each one process running one test at a time (about one CPU).
+# by side.
 #
-#   learning  tests/recipes/test_frozenlake_learns.py: `make train`'s own run, the longest test;
-#             needs neither docker nor bubblewrap nor Chromium, so it starts first.
-#   early     every test that needs none of the services (trainers, recipes, inference, ...):
-#             starts with it, beside the lint and the service set-up.
-#   web       the web envs (Chromium), once the services are up, and the recipes', integrations'
-#             and GPU check's tests (no service), to even out the runs' ends.
-#   services  the other tests that need docker, bubblewrap or Chromium ($SERVICES), meanwhile.
+# The FrozenLake learning test (tests/recipes/test_frozenlake_learns.py: `make train`'s own run,
+# the longest test by far) needs neither docker nor bubblewrap, so it starts first, and the lint
+# and the service set-up run meanwhile; then the rest of the suite runs beside it. Each pytest run
+# is one process running one test at a time, about one CPU.
 #
-# On CI's 2 CPUs the time goes to CPU work (docs/testing.md has the figures): one pytest run
-# leaves a CPU idle whenever its test waits, and the service set-up (apt, debootstrap) mostly
-# waits on the network, so the runs side by side keep both CPUs busy to the end. A test outside
-# $SERVICES and $WEB that needs a service fails in the early run rather than skipping (the
-# services are required wherever `make services` installs them).
+# ENV_HALF (paths, e.g. "tests/core tests/envs tests/sandbox") splits the rest into two runs: those
+# paths, and everything else. That keeps more CPUs busy, but on CI's two it was slower and
+# starved `make check-extras` beside it (docs/testing.md has the figures), so by default the rest
+# is one run. Runs share no temporary directory and no pytest cache; each has a process group of
+# its own; their output is printed at the end, one after another.
 #
-# Env: VENV (default .venv), MAKE (default make); LEARNING, WEB, SERVICES and TESTS (the runs'
-# paths, to try the script on a few files; an empty WEB: no web run, whose paths then belong in
-# SERVICES); LOW (default 5), the niceness of the runs beside the learning run.
-# Runs share no temporary directory and no pytest cache; each has a process group of its own;
-# their output is printed at the end, one after another. Fails when the lint, the set-up or a
-# test fails.
+# Env: VENV (default .venv), MAKE (default make); LEARNING, ENV_HALF and REST (the runs' paths, to
+# try the script on a few files). Fails when the lint, the set-up or a test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 MAKE=${MAKE:-make}
 LEARNING=${LEARNING:-tests/recipes/test_frozenlake_learns.py}
-# shellcheck disable=SC2206  # paths without spaces, from the environment
-WEB=(${WEB-tests/envs/web tests/recipes tests/integrations tests/test_gpu_check.py})
-# shellcheck disable=SC2206
-SERVICES=(${SERVICES:-tests/envs/swe tests/envs/test_code.py tests/envs/test_code_forging.py
-    tests/envs/test_math.py tests/envs/test_tasks_argument.py tests/sandbox tests/vector
-    tests/examples tests/test_conformance.py tests/test_cli.py tests/test_install.py})
-TESTS=${TESTS:-tests}
-LOW=${LOW:-5}  # the niceness of the runs beside the learning run
+# shellcheck disable=SC2206  # ENV_HALF from the environment: paths without spaces
+ENV_HALF=(${ENV_HALF:-})
+REST=${REST:-tests}
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentgym-test.XXXXXX")
 pids=()
 
 # Job control on while starting them: each run gets a process group of its own, so that stopping
 # it (a failed lint, Ctrl-C) also stops its training, server and browser processes.
-start() {  # start NAME NICE PYTEST-ARGS...: a pytest run in the background, output in NAME.log
-    local name=$1 niceness=$2
-    shift 2
+start() {  # start NAME PYTEST-ARGS...: a pytest run in the background, its output in NAME.log
+    local name=$1
+    shift
     set -m
-    nice -n "$niceness" "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" "$@" \
+    "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" "$@" \
         >"$work/$name.log" 2>&1 &
     set +m
     pids+=($!)
@@ -57,35 +45,29 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-# The services are required (their tests fail, not skip) where `make services` installs them.
+start learning --durations=5 "$LEARNING"
+"$MAKE" --no-print-directory lint services
 require=0
-[[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1 && require=1
+[[ -f $VENV/.services ]] && require=1
+# The same set-up installs chromium: with it done, the web tests fail rather than skip too.
 export AGENTGYM_REQUIRE_DOCKER=$require AGENTGYM_REQUIRE_CHROMIUM=$require
 # Runs side by side on few CPUs: OpenMP threads that spin while they wait (GNU OpenMP's default)
 # would burn the CPU the other runs need. Sleeping threads change no result, only the speed.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-
-late=(--ignore="$LEARNING")
-for path in "${WEB[@]}" "${SERVICES[@]}"; do late+=(--ignore="$path"); done
-# The learning run is one long sequence of updates, the other runs many independent tests: it
-# gets a CPU of its own (the others run at a lower priority), or it ends last. Starved in a
-# .ci/run among four equal runs, it was at update 85 of 150 after 48 minutes.
-start learning 0 --durations=5 "$LEARNING"
-start early "$LOW" --durations=15 "${late[@]}" "$TESTS"
-"$MAKE" --no-print-directory lint services
-if ((require)) && [[ ! -f $VENV/.services ]]; then
-    echo "make services did not finish"
-    exit 1
-fi
-runs=(early)
-if ((${#WEB[@]})); then
-    start web "$LOW" --durations=15 --ignore="$LEARNING" "${WEB[@]}"
-    runs+=(web)
-fi
-start services "$LOW" --durations=15 "${SERVICES[@]}"
-runs+=(services)
-
 status=0
+runs=()
+if ((${#ENV_HALF[@]})); then
+    ignore=()
+    for path in "${ENV_HALF[@]}"; do ignore+=(--ignore="$path"); done
+    start envs --durations=15 "${ENV_HALF[@]}"
+    start rest --durations=15 "${ignore[@]}" --ignore="$LEARNING" "$REST"
+    runs+=(envs rest)
+else  # one run, in the foreground: its output as it goes
+    "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/suite" --durations=15 \
+        --ignore="$LEARNING" "$REST" || status=$?
+    echo "waiting for the learning tests ($LEARNING)"
+fi
+
 for name in "${runs[@]}" learning; do
     run_status=0
     wait "$(cat "$work/$name.pid")" || run_status=$?
