@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "agentgym",
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("agentgym")
 

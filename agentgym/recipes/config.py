@@ -191,7 +191,6 @@ class RunConfig(Config):
         "max_turns": ">= 1",
         "micro_batch_tokens": ">= 1",
         "eval_episodes": ">= 0",
-        "start_eval_episodes": ">= 0",
         "eval_temperature": ">= 0",
         "checkpoint_every": ">= 1",
     }
@@ -199,6 +198,14 @@ class RunConfig(Config):
     def __post_init__(self) -> None:
         object.__setattr__(self, "history_turns", history_window(self.history_turns))
         super().__post_init__()
+        require(  # not in _bounds: its None is "as eval_episodes", not "off"
+            self.start_eval_episodes is None or self.start_eval_episodes >= 0,
+            self,
+            "start_eval_episodes",
+            "must be >= 0",
+            "use a count of episodes, 0 for no evaluation before training, or leave it out to "
+            "play eval_episodes",
+        )
         require(
             self.config.algo == self.algo,
             self,
