@@ -3,10 +3,19 @@ training each) run only when asked for by name (``pytest -m study``, ``make curr
 any other selection, ``-m "not slow"`` included, leaves them out. A fast sample marked
 ``@pytest.mark.covered_by("<node id>")`` is left out when that slow test, which repeats its checks
 on a superset, runs in the same session (CI runs both otherwise). And ``user_envs``: a module of
-the user's own that registers an env, for the commands' ``module:Env-v0`` and ``--import``."""
+the user's own that registers an env, for the commands' ``module:Env-v0`` and ``--import``.
+
+Runs side by side share the suite (scripts/run_tests.sh): with ``AGENTGYM_TEST_CLAIMS`` naming a
+folder they share, a run takes a test module when it reaches the module's first test, by creating
+a file for it there; a module another run took is left to that run, its tests reported
+"elsewhere" (neither run nor skipped here). ``AGENTGYM_TEST_ORDER=reverse`` walks the modules from
+the last, so that a run started late meets the others in the middle; once the file
+``AGENTGYM_TEST_UNTIL`` names exists, the run takes no new module."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -50,6 +59,59 @@ def user_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple
     gym.registry.pop(env_id, None)
 
 
+ELSEWHERE = "taken by another test run (AGENTGYM_TEST_CLAIMS)"
+
+
+class Claims:
+    """Which modules this run takes; each is decided once, when its first test comes."""
+
+    def __init__(self, folder: str, until: str | None) -> None:
+        self.folder = Path(folder)
+        self.until = Path(until) if until else None
+        self.taken: dict[str, bool] = {}
+
+    def mine(self, module: str) -> bool:
+        if module not in self.taken:
+            self.taken[module] = not (self.until and self.until.exists()) and self._claim(module)
+        return self.taken[module]
+
+    def _claim(self, module: str) -> bool:
+        path = self.folder / hashlib.sha1(module.encode()).hexdigest()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()} {module}\n")
+        return True
+
+
+_claims = (
+    Claims(os.environ["AGENTGYM_TEST_CLAIMS"], os.environ.get("AGENTGYM_TEST_UNTIL"))
+    if os.environ.get("AGENTGYM_TEST_CLAIMS")
+    else None
+)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture: a module left to another run costs nothing here.
+    if _claims is not None and not _claims.mine(_module(item)):
+        pytest.skip(ELSEWHERE)
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, str] | None:
+    if report.when == "setup" and report.skipped and ELSEWHERE in str(report.longrepr):
+        return "elsewhere", "", "ELSEWHERE"
+    return None
+
+
 def _covered(item: pytest.Item, collected: set[str]) -> bool:
     marker = item.get_closest_marker("covered_by")
     return marker is not None and marker.args[0] in collected
@@ -67,3 +129,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         ids = {item.nodeid for item in dropped}
         items[:] = [item for item in items if item.nodeid not in ids]
+    if os.environ.get("AGENTGYM_TEST_ORDER") == "reverse":
+        modules: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            modules.setdefault(_module(item), []).append(item)
+        items[:] = [item for module in reversed(modules) for item in modules[module]]
