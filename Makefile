@@ -64,7 +64,7 @@ lint: setup
 	$(BIN)/ruff check agentgym tests benchmarks scripts examples
 
 # lint, services and every test; the FrozenLake learning test runs beside the lint, the service
-# set-up and the rest of the suite (scripts/run_tests.sh says why; ENV_HALF splits the rest in two).
+# set-up and the rest of the suite, in runs that share the modules (scripts/run_tests.sh says how).
 test: setup
 	VENV=$(VENV) bash scripts/run_tests.sh
 
