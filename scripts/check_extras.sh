@@ -5,13 +5,21 @@
 #
 #   scripts/check_extras.sh                         # every extra below, JOBS venvs at a time
 #   EXTRAS="core train" JOBS=1 scripts/check_extras.sh
+#   INSTALLER=pip scripts/check_extras.sh           # pip instead of uv (the default)
 #
 # core: no extra; lowest: no extra, with the core dependencies at their lowest allowed versions.
-# Extras that need torch get the CPU wheel first ($TORCH_CPU), as the README tells users to install
-# it: an unpinned torch pulls several GB of CUDA packages. It is installed once, into a folder
-# of its own that each of those venvs sees through a .pth file (pip counts it as installed):
-# unpacking and byte-compiling torch and its dependencies in every venv was most of their install
-# time. Logs go to $WORK/<extra>.log; the venvs are removed unless KEEP=1.
+# Extras that need torch get the CPU wheel with them ($TORCH_CPU), as the README tells users to
+# install it: an unpinned torch pulls several GB of CUDA packages.
+#
+# The installs go through uv (`pip install uv` into $WORK first), which unpacks each wheel once
+# into its cache and links it into every venv: pip's fourteen installs took ~900 CPU-s even with
+# torch unpacked once for all of them, most of check-extras, on CI's two CPUs beside the tests.
+# uv reads no pip configuration: scripts/uv_flags.py turns the indexes, find-links, constraints
+# and CA bundle pip is configured with into uv's flags, and uv chooses among the indexes as pip
+# does (the best version over all of them: --index-strategy unsafe-best-match). An extra that uv
+# cannot install is installed with pip, and its log says so; INSTALLER=pip uses pip throughout
+# (torch then goes once into a folder each torch extra's venv sees through a .pth file).
+# Logs go to $WORK/<extra>.log; the venvs are removed unless KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +30,9 @@ JOBS=${JOBS:-3}
 EXTRAS=${EXTRAS:-"train deepspeed models serve trl math mcp web docker code ray openenv core lowest"}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/agentgym-extras.XXXXXX")}
 KEEP=${KEEP:-0}
+INSTALLER=${INSTALLER:-uv}
 TORCH_EXTRAS=" models train deepspeed serve trl bench "
-export PYTHON TORCH_CPU WORK KEEP TORCH_EXTRAS
+export PYTHON TORCH_CPU WORK KEEP TORCH_EXTRAS INSTALLER
 export SMOKE="$PWD/scripts/smoke_extra.py" PIP_DISABLE_PIP_VERSION_CHECK=1
 
 start=$(date +%s)
@@ -56,13 +65,61 @@ EOF
 )
 export LOWEST
 
-# torch and its own dependencies, once, for every extra that needs it (see the top).
-need_torch=0
-for extra in $EXTRAS; do [[ $TORCH_EXTRAS == *" $extra "* ]] && need_torch=1; done
-if ((need_torch)); then
-    "$PYTHON" -m pip install --quiet --target "$WORK/torch" "$TORCH_CPU" >"$WORK/torch.log" 2>&1 \
-        || { cat "$WORK/torch.log"; exit 1; }
+if [[ $INSTALLER == uv ]]; then
+    "$PYTHON" -m pip install --quiet --target "$WORK/uv" uv >"$WORK/uv.log" 2>&1 \
+        || { cat "$WORK/uv.log"; exit 1; }
+    UV_FLAGS=$("$PYTHON" scripts/uv_flags.py)
+    export UV_FLAGS UV_CACHE_DIR="$WORK/uv-cache"
+else
+    # torch and its own dependencies, once, for every extra that needs it, in a folder each of
+    # their venvs sees through a .pth file (pip counts it as installed).
+    need_torch=0
+    for extra in $EXTRAS; do [[ $TORCH_EXTRAS == *" $extra "* ]] && need_torch=1; done
+    if ((need_torch)); then
+        "$PYTHON" -m pip install --quiet --target "$WORK/torch" "$TORCH_CPU" >"$WORK/torch.log" 2>&1 \
+            || { cat "$WORK/torch.log"; exit 1; }
+    fi
 fi
+
+# install VENV EXTRA: agentgym with that extra (core: none; lowest: the core dependencies at their
+# lower bounds), and for a torch extra $TORCH_CPU with it, as the README has users install it.
+install() {
+    local venv=$1 extra=$2 spec=() torch=0
+    [[ $TORCH_EXTRAS == *" $extra "* ]] && torch=1
+    case $extra in
+        core) spec=("$WHEEL") ;;
+        # shellcheck disable=SC2206  # requirement specifiers without spaces
+        lowest) spec=("$WHEEL" $LOWEST) ;;
+        *) spec=("$WHEEL[$extra]") ;;
+    esac
+    if [[ $INSTALLER == uv ]]; then
+        local flags=() cert=() flag
+        while read -r flag; do
+            case $flag in
+                --cert=*) cert=(env "SSL_CERT_FILE=${SSL_CERT_FILE:-${flag#--cert=}}") ;;
+                ?*) flags+=("$flag") ;;
+            esac
+        done <<<"$UV_FLAGS"
+        local torch_spec=()
+        ((torch)) && torch_spec=("$TORCH_CPU")
+        if "${cert[@]}" "$WORK/uv/bin/uv" pip install --quiet --python "$venv/bin/python" \
+            --index-strategy unsafe-best-match "${flags[@]}" "${spec[@]}" "${torch_spec[@]}"; then
+            return 0
+        fi
+        echo "uv could not install it: pip now"
+    fi
+    if ((torch)); then
+        # once, whichever venv comes first (xargs runs JOBS at a time)
+        flock "$WORK/torch.lock" bash -c '[[ -d $1/torch ]] || "$2" -m pip install --quiet \
+            --target "$1/torch" "$3"' _ "$WORK" "$PYTHON" "$TORCH_CPU" || return 1
+        "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+            | { read -r site; echo "$WORK/torch" >"$site/torch-cpu.pth"; }
+    fi
+    # --no-compile: byte-compiling every installed module (transformers' thousands) was much of
+    # the CPU; the smoke run compiles what it imports.
+    "$venv/bin/python" -m pip install --quiet --no-compile "${spec[@]}"
+}
+export -f install
 
 check_one() {
     local extra=$1 venv="$WORK/venv-$1" log="$WORK/$1.log" t0
@@ -70,19 +127,7 @@ check_one() {
     (
         set -e
         "$PYTHON" -m venv "$venv"
-        # --no-compile: byte-compiling every installed module (transformers' thousands) was much
-        # of the CPU; the smoke run compiles what it imports.
-        local pip=("$venv/bin/python" -m pip install --quiet --no-compile)
-        if [[ $TORCH_EXTRAS == *" $extra "* ]]; then
-            "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
-                | { read -r site; echo "$WORK/torch" >"$site/torch-cpu.pth"; }
-            "$venv/bin/python" -c 'import torch' || exit 1
-        fi
-        case $extra in
-            core) "${pip[@]}" "$WHEEL" ;;
-            lowest) "${pip[@]}" "$WHEEL" $LOWEST ;;
-            *) "${pip[@]}" "$WHEEL[$extra]" ;;
-        esac
+        install "$venv" "$extra"
         "$venv/bin/python" -m pip freeze
         echo "installed in $(( $(date +%s) - t0 )) s"
         mkdir -p "$WORK/scratch-$extra"

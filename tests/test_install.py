@@ -78,3 +78,39 @@ def test_no_install_line_names_the_unrelated_agentgym():
     for name in ("README.md", "Makefile", "pyproject.toml"):
         found += [f"{name}: {m[0]}" for m in wrong.finditer((root / name).read_text())]
     assert not found, found
+
+
+def _uv_flags(listed: str) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        from uv_flags import uv_flags
+    finally:
+        sys.path.pop(0)
+    return uv_flags(listed)
+
+
+def test_check_extras_gives_uv_the_indexes_links_constraints_and_certificates_pip_uses():
+    # scripts/check_extras.sh installs through uv, which reads no pip configuration: what
+    # `pip config list` shows (files and PIP_* variables) becomes uv's flags, each once.
+    listed = "\n".join(
+        [
+            ":env:.cert='/etc/ssl/certs/bundle.crt'",
+            ":env:.default-timeout='180'",
+            ":env:.find-links='/srv/wheels'",
+            "global.cert='/etc/ssl/certs/bundle.crt'",
+            "global.constraint='/etc/pip/constraints.txt'",
+            "global.extra-index-url='file:///srv/a/simple file:///srv/b/simple'",
+            "global.find-links='/srv/wheels'",
+            "install.index-url='https://mirror.example/simple'",
+        ]
+    )
+    assert _uv_flags(listed) == [
+        "--cert=/etc/ssl/certs/bundle.crt",
+        "--find-links=/srv/wheels",
+        "--constraint=/etc/pip/constraints.txt",
+        "--extra-index-url=file:///srv/a/simple",
+        "--extra-index-url=file:///srv/b/simple",
+        "--index-url=https://mirror.example/simple",
+    ]
+    assert _uv_flags("") == []
+    assert _uv_flags("global.timeout='60'\nglobal.no-cache-dir='true'") == []
