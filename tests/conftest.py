@@ -117,6 +117,9 @@ def _covered(item: pytest.Item, collected: set[str]) -> bool:
     return marker is not None and marker.args[0] in collected
 
 
+# trylast: after -m and -k have deselected theirs, so that a sample whose slow test -m "not slow"
+# left out still runs.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     collected = {item.nodeid for item in items}
     study = "study" in (config.getoption("markexpr") or "")

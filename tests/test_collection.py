@@ -37,3 +37,7 @@ def test_a_covered_sample_runs_alone_and_is_left_out_beside_its_slow_test() -> N
     assert alone - samples <= both  # the module's other tests still run
     assert f"{slow}::test_oracle_solves_95_percent_of_the_tasks" in both
     assert f"{slow}::test_random_policy_over_50_episodes_scores_near_zero" in both
+    # make test-fast: -m "not slow" leaves the slow tests out, so the samples run
+    fast_only = set(_collected(fast, slow, "-m", "not slow"))
+    assert samples <= fast_only
+    assert not any(node.startswith(slow) for node in fast_only)

@@ -14,6 +14,7 @@ from agentgym.envs.web.miniwob.oracle import SOLVERS
 from agentgym.envs.web.miniwob.site import _package_file, task_page
 
 NAMES = [task.task_id for task in CURATED]
+THIS = "tests/envs/web/miniwob/test_miniwob.py"
 
 
 def test_at_least_twenty_curated_tasks_each_with_a_difficulty_a_page_and_a_solution() -> None:
@@ -60,6 +61,9 @@ def _make(**kwargs: object):
     return gym.make("agentgym/MiniWoB-v0", **kwargs)
 
 
+# Each task from a fresh env (task= pins it); the slow test below repeats it on the same seed 0
+# and four more in one env that switches tasks, and CI runs that one.
+@pytest.mark.covered_by(f"{THIS}::test_the_scripted_solution_solves_every_task_over_five_seeds")
 @pytest.mark.parametrize("task_id", NAMES)
 def test_the_scripted_solution_solves_each_curated_task(
     chromium: str, helpers: Any, task_id: str
@@ -81,9 +85,9 @@ def test_the_scripted_solution_solves_every_task_over_five_seeds(
     failures = []
     try:
         for task_id in NAMES:
-            for seed in range(1, 6):
+            for seed in range(5):  # seed 0: the fast test's episodes
                 total, info = helpers.play_oracle(env, seed=seed, task_id=task_id)
-                if total != 1.0:
+                if total != 1.0 or info["success"] is not True:
                     failures.append((task_id, seed, info.get("history")))
     finally:
         env.close()
