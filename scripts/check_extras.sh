@@ -70,15 +70,6 @@ if [[ $INSTALLER == uv ]]; then
         || { cat "$WORK/uv.log"; exit 1; }
     UV_FLAGS=$("$PYTHON" scripts/uv_flags.py)
     export UV_FLAGS UV_CACHE_DIR="$WORK/uv-cache"
-else
-    # torch and its own dependencies, once, for every extra that needs it, in a folder each of
-    # their venvs sees through a .pth file (pip counts it as installed).
-    need_torch=0
-    for extra in $EXTRAS; do [[ $TORCH_EXTRAS == *" $extra "* ]] && need_torch=1; done
-    if ((need_torch)); then
-        "$PYTHON" -m pip install --quiet --target "$WORK/torch" "$TORCH_CPU" >"$WORK/torch.log" 2>&1 \
-            || { cat "$WORK/torch.log"; exit 1; }
-    fi
 fi
 
 # install VENV EXTRA: agentgym with that extra (core: none; lowest: the core dependencies at their
@@ -109,7 +100,8 @@ install() {
         echo "uv could not install it: pip now"
     fi
     if ((torch)); then
-        # once, whichever venv comes first (xargs runs JOBS at a time)
+        # pip: torch once, by whichever venv comes first (xargs runs JOBS at a time), into a
+        # folder each torch extra's venv sees through a .pth file (pip counts it as installed)
         flock "$WORK/torch.lock" bash -c '[[ -d $1/torch ]] || "$2" -m pip install --quiet \
             --target "$1/torch" "$3"' _ "$WORK" "$PYTHON" "$TORCH_CPU" || return 1
         "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
