@@ -128,7 +128,10 @@ class RaggedAPI:
         sub = self._subs[check_index(index, self.num_envs)]
         self._check_free([sub])
         if sub.state is not State.READY:
-            why = "was never reset" if sub.state is State.NEW else "finished its episode"
+            why = {
+                State.NEW: "was never reset",
+                State.BROKEN: "failed its last reset (see the reset's info['error'])",
+            }.get(sub.state, "finished its episode")
             raise EnvStateError(f"env {index} {why}: reset it (submit_reset) before stepping")
         return sub
 

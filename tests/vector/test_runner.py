@@ -6,8 +6,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pytest
+
 from agentgym.core import Observation, StepResult, user
+from agentgym.core.aio import run_sync
 from agentgym.core.env import AgentEnv
+from agentgym.core.errors import EnvStateError
 from agentgym.core.info import error_kind, problems
 from agentgym.vector import AgentVectorEnv
 
@@ -69,3 +73,23 @@ def test_an_env_that_always_raises_is_logged_once_with_its_traceback(caplog) -> 
     assert shown[0].exc_info[0] is ZeroDivisionError
     assert "raised by the env's own code" in shown[0].getMessage()
     assert all(r.levelno == logging.DEBUG for r in failures if r is not shown[0])
+
+
+class NeverResettingEnv(DividingEnv):
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)")
+
+
+def test_stepping_an_env_whose_reset_failed_says_so() -> None:
+    venv = AgentVectorEnv([NeverResettingEnv])
+    try:
+        failed = venv.reset_one(0)  # fails, is rebuilt, fails again: an infra transition
+        assert failed.truncated
+        assert failed.info["infra_error"] is True
+        assert failed.info["error_at"] == "NeverResettingEnv.reset"
+        with pytest.raises(EnvStateError, match="failed its last reset"):
+            run_sync(venv.astep_one(0, "go"))
+    finally:
+        venv.close()
