@@ -25,7 +25,11 @@ from agentgym.inference.base import Completion, FinishReason, SamplingParams
 from agentgym.inference.kvcache import cache_keyword
 from agentgym.inference.sampling import choice_next_tokens, sample_rows, sampling_logprobs
 
-__all__ = ["Row", "RunningBatch"]
+__all__ = ["MIN_SHARED_PREFIX", "Row", "RunningBatch"]
+
+MIN_SHARED_PREFIX = 16
+"""Distinct prompts joining together whose common prefix is at least this many tokens prefill it
+once (a second forward costs more than a shorter shared prefix saves)."""
 
 
 @dataclass(eq=False)
@@ -142,20 +146,32 @@ class RunningBatch:
 
     def _prefill(self, joining: list[Row]) -> torch.Tensor:
         """Prefill each distinct prompt once (``n`` samples of a prompt arrive together), then
-        give every row a copy of its prompt's cache."""
+        give every row a copy of its prompt's cache. Distinct prompts that start alike (one
+        system prompt, one tool schema) run their common prefix once, then only the rest."""
         distinct: dict[tuple[int, ...], int] = {}
         owner = [distinct.setdefault(tuple(row.prompt), len(distinct)) for row in joining]
-        width = max(len(prompt) for prompt in distinct)
-        ids = torch.full((len(distinct), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(distinct), width, dtype=torch.long)
-        for i, prompt in enumerate(distinct):
-            ids[i, width - len(prompt) :] = torch.tensor(prompt)
-            mask[i, width - len(prompt) :] = 1
-        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        logits = self._forward(ids, mask, pos, cache)
-        self.prefilled += sum(len(prompt) for prompt in distinct)
-        if len(distinct) < len(joining):
+        prompts = list(distinct)
+        shared = _common_prefix(prompts)
+        if shared >= MIN_SHARED_PREFIX:
+            cache = DynamicCache()
+            prefix = torch.tensor([prompts[0][:shared]])
+            positions = torch.arange(shared)[None]
+            self._forward(prefix, torch.ones_like(prefix), positions, cache)
+            kv = _kv(cache)
+            cache, mask, logits = self._extend([(list(p), shared, kv) for p in prompts])
+            self.prefilled += shared + sum(len(prompt) - shared for prompt in prompts)
+        else:
+            width = max(len(prompt) for prompt in prompts)
+            ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros(len(prompts), width, dtype=torch.long)
+            for i, prompt in enumerate(prompts):
+                ids[i, width - len(prompt) :] = torch.tensor(prompt)
+                mask[i, width - len(prompt) :] = 1
+            pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            cache = DynamicCache()
+            logits = self._forward(ids, mask, pos, cache)
+            self.prefilled += sum(len(prompt) for prompt in prompts)
+        if len(prompts) < len(joining):
             index = torch.tensor(owner)
             cache.batch_select_indices(index.to(self.device))
             logits, mask = logits[index.to(logits.device)], mask[index]
@@ -176,19 +192,29 @@ class RunningBatch:
         return fresh, resumed
 
     def _prefill_cached(self, resumed: list[tuple[Row, int, KV]]) -> torch.Tensor:
-        """Prefill only the new tokens of rows whose prompt starts with a kept cache.
+        """Prefill only the new tokens of rows whose prompt starts with a kept cache."""
+        cache, mask, logits = self._extend([(row.prompt, n, kv) for row, n, kv in resumed])
+        self.prefilled += sum(len(row.prompt) - n for row, n, _ in resumed)
+        self._join([row for row, _, _ in resumed], cache, mask)
+        return logits
+
+    def _extend(
+        self, prompts: list[tuple[list[int], int, KV]]
+    ) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+        """Run the rest of each prompt on the cache of its first ``n`` tokens: the batch's cache,
+        its mask and the last position's logits.
 
         Columns: ``[pad | kept prefix][pad | new tokens]``, both parts left-padded to the widest
         row; padding columns are masked and positions count real tokens only.
         """
-        kept = max(n for _, n, _ in resumed)
-        width = max(len(row.prompt) - n for row, n, _ in resumed)
-        rows = len(resumed)
+        kept = max(n for _, n, _ in prompts)
+        width = max(len(prompt) - n for prompt, n, _ in prompts)
+        rows = len(prompts)
         ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros(rows, kept + width, dtype=torch.long)
         pos = torch.zeros(rows, width, dtype=torch.long)
-        for i, (row, n, _) in enumerate(resumed):
-            new = row.prompt[n:]
+        for i, (prompt, n, _) in enumerate(prompts):
+            new = prompt[n:]
             ids[i, width - len(new) :] = torch.tensor(new)
             mask[i, kept - n : kept] = 1
             mask[i, kept + width - len(new) :] = 1
@@ -196,16 +222,14 @@ class RunningBatch:
         device = self.device
         layers = [
             (
-                torch.cat([_pad_left(kv[layer][0], kept - n) for _, n, kv in resumed]).to(device),
-                torch.cat([_pad_left(kv[layer][1], kept - n) for _, n, kv in resumed]).to(device),
+                torch.cat([_pad_left(kv[layer][0], kept - n) for _, n, kv in prompts]).to(device),
+                torch.cat([_pad_left(kv[layer][1], kept - n) for _, n, kv in prompts]).to(device),
             )
-            for layer in range(len(resumed[0][2]))
+            for layer in range(len(prompts[0][2]))
         ]
         cache = DynamicCache(ddp_cache_data=layers)
         logits = self._forward(ids, mask, pos, cache)
-        self.prefilled += sum(len(row.prompt) - n for row, n, _ in resumed)
-        self._join([row for row, _, _ in resumed], cache, mask)
-        return logits
+        return cache, mask, logits
 
     def _keep_prefixes(self, done: list[int]) -> None:
         """Offer the caches of rows that finished normally to the prefix cache."""
@@ -355,6 +379,18 @@ def _left_pad(
     pad = (0, 0, extra, 0)  # dim -2 (sequence), on the left
     padded = [(torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad)) for k, v in kv]
     return padded, torch.nn.functional.pad(mask, (extra, 0))
+
+
+def _common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    """How many leading tokens all of ``prompts`` (two or more) share, leaving each at least one
+    token of its own to prefill (its logits are the next token's); 0 for a single prompt."""
+    if len(prompts) < 2:
+        return 0
+    first, limit = prompts[0], min(len(prompt) for prompt in prompts) - 1
+    shared = 0
+    while shared < limit and all(prompt[shared] == first[shared] for prompt in prompts):
+        shared += 1
+    return shared
 
 
 def _pad_left(tensor: torch.Tensor, extra: int) -> torch.Tensor:

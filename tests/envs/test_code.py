@@ -72,10 +72,15 @@ def test_all_humaneval_canonical_solutions_pass_and_corrupted_or_forged_fail(
     env = gym.make("agentgym/Code-v0", sandbox=backend)
     failures = []
     try:
-        for task_id, problem in PROBLEMS.items():
+        for number, (task_id, problem) in enumerate(PROBLEMS.items()):
             reward, info, _ = play(env, task_id, fenced(canonical(task_id)))
             if reward != 1.0:
                 failures.append((task_id, "canonical", info["stderr"][:300]))
+            # Every canonical solution in each sandbox (an image can lack what one imports).
+            # Whether a wrong answer scores 0 is the harness's, the same in both: all 164 in
+            # the local sandbox, every 4th in Docker.
+            if backend == "docker" and number % 4:
+                continue
             corrupted = problem["prompt"] + "    return None\n"
             reward, _, _ = play(env, task_id, fenced(corrupted))
             if reward != 0.0:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from agentgym.core.aio import run_sync
 from agentgym.error import ConfigError
 from agentgym.inference import EngineClosedError, HFEngine, SamplingParams, sampling_logprobs
+from agentgym.inference._batch import MIN_SHARED_PREFIX
 from agentgym.models import load, tiny_config
 
 torch.set_num_threads(1)
@@ -160,6 +161,40 @@ def test_identical_prompts_joining_together_are_prefilled_once(tiny):
             atol=1e-4,
         )
     assert len({tuple(c.token_ids) for c in group[:4]}) > 1
+
+
+def test_distinct_prompts_with_a_common_start_prefill_it_once(tiny):
+    model, tok = tiny
+    system = tok.encode("You are on a frozen lake. Reach the goal G without stepping in a hole.")
+    boards = [tok.encode(board) for board in ("P F\nF G", "F P\nF G", "F F\nP G", "P")]
+    prompts = [system + board for board in boards]
+    seeded = [
+        SamplingParams(temperature=1.0, max_tokens=8, seed=seed, ignore_eos=True)
+        for seed in range(len(prompts))
+    ]
+
+    async def run():
+        engine = HFEngine(model, tok, prefix_cache_bytes=0)
+        together = await asyncio.gather(
+            *(engine.generate(p, s) for p, s in zip(prompts, seeded, strict=True))
+        )
+        prefilled = engine.stats.prefill_tokens
+        alone = [await engine.generate(p, s) for p, s in zip(prompts, seeded, strict=True)]
+        await engine.close()
+        return together, prefilled, alone
+
+    together, prefilled, alone = asyncio.run(run())
+    assert len(system) >= MIN_SHARED_PREFIX
+    # the common start once, then each board; alone, each prompt in full
+    assert prefilled == len(system) + sum(len(board) for board in boards)
+    for prompt, joint, by_itself, sampling in zip(prompts, together, alone, seeded, strict=True):
+        assert joint.token_ids == by_itself.token_ids
+        torch.testing.assert_close(
+            torch.tensor(joint.logprobs),
+            teacher_forced(model, prompt, joint, sampling),
+            rtol=0,
+            atol=1e-4,
+        )
 
 
 def test_stop_strings_stop_tokens_and_max_tokens(tiny):

@@ -22,9 +22,6 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import pytest
-from openenv.core import GenericEnvClient
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
 from websockets.asyncio.server import ServerConnection, serve
 
 import agentgym
@@ -80,6 +77,8 @@ def in_process(seed: int, answer: str | None = None) -> tuple[Any, Any]:
 def test_openenv_client_plays_an_episode(server: LocalServer) -> None:
     (messages, _), step = in_process(3)
     answer = f"\\boxed{{{step[4]['reference']}}}"
+
+    from openenv.core import GenericEnvClient  # imports gradio: seconds, so not at collection
 
     async def play() -> tuple[Any, Any, Any]:
         async with GenericEnvClient(base_url=server.url) as client:
@@ -338,41 +337,43 @@ def test_an_idle_session_is_closed_with_its_env(slow_env_id: str) -> None:
         env.close()
 
 
-class EchoAction(Action):
-    message: str
+def echo_app() -> Any:
+    """The FastAPI app of an OpenEnv env that is not agentgym's: echoes the message, done after
+    two steps (openenv-core imported here: it imports gradio, seconds at every collection)."""
+    from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
 
+    class EchoAction(Action):
+        message: str
 
-class EchoObservation(Observation):
-    echoed_message: str = ""
+    class EchoObservation(Observation):
+        echoed_message: str = ""
 
+    class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
+        SUPPORTS_CONCURRENT_SESSIONS = True
 
-class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
-    """An OpenEnv env that is not agentgym's: echoes the message, done after two steps."""
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
 
-    SUPPORTS_CONCURRENT_SESSIONS = True
+        def reset(self, seed: int | None = None, episode_id: str | None = None, **kw: Any) -> Any:
+            self.steps = 0
+            return EchoObservation(echoed_message="ready")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = 0
+        def step(self, action: EchoAction, timeout_s: float | None = None, **kw: Any) -> Any:
+            self.steps += 1
+            return EchoObservation(echoed_message=action.message, reward=0.5, done=self.steps == 2)
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kw: Any) -> Any:
-        self.steps = 0
-        return EchoObservation(echoed_message="ready")
+        @property
+        def state(self) -> State:
+            return State(step_count=self.steps)
 
-    def step(self, action: EchoAction, timeout_s: float | None = None, **kw: Any) -> Any:
-        self.steps += 1
-        return EchoObservation(echoed_message=action.message, reward=0.5, done=self.steps == 2)
-
-    @property
-    def state(self) -> State:
-        return State(step_count=self.steps)
+    return create_fastapi_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=2)
 
 
 def test_remote_plays_any_openenv_server() -> None:
-    from openenv.core.env_server.http_server import create_fastapi_app
-
-    app = create_fastapi_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=2)
-    with served_here(app) as url:
+    with served_here(echo_app()) as url:
         env = gym.make("agentgym/Remote-v0", url=url, env_id="anything")  # no /status to check
         info = {"observation": {"echoed_message": "ready"}, "tools": []}
         assert env.reset(seed=0) == (({"role": "user", "content": "ready"},), info)

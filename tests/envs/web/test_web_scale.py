@@ -2,7 +2,7 @@
 with browser recycling that leave no Chromium behind and keep memory bounded. Figures are
 printed (run with -s); speed is not asserted here (benchmarks/ measures it).
 
-The recycling run plays 240 episodes (a browser every 48: five browsers) by default, ~4 minutes
+The recycling run plays 120 episodes (a browser every 24: five browsers) by default, ~2 minutes
 of a loaded 2-core machine; ``AGENTGYM_WEB_EPISODES=1000`` plays the issue's 1,000 (a browser
 every 200), ~16 minutes there. MiniWoB's own 1,000-episode run is
 tests/envs/web/miniwob/test_miniwob_vector.py."""
@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc"),
 ]
 
-EPISODES = int(os.environ.get("AGENTGYM_WEB_EPISODES", "240"))
+EPISODES = int(os.environ.get("AGENTGYM_WEB_EPISODES", "120"))
 RECYCLE_EVERY = EPISODES // 5
 
 ONE_CLICK = [
