@@ -80,7 +80,10 @@ class HFEngine:
         seed: seeds the generators of requests that bring no ``SamplingParams.seed``.
         prefix_cache_bytes: KV cache kept from finished requests so that a prompt continuing one
             (the next turn of a conversation) prefills only its new tokens; 0 turns it off.
-            Dropped on ``update_weights``.
+            Dropped on ``update_weights``. Independently of it, distinct prompts that join the
+            batch together and start with the same 16 or more tokens (one system prompt, one
+            tool schema) prefill that start once and then only their own tokens
+            (``EngineStats.prefill_tokens`` counts it once).
         fused_decode: decode Llama and Qwen2 models with ``agentgym``'s own step (q/k/v and
             gate/up in one matrix product each, no per-step mask building): transformers'
             logits to float rounding, in about half the time per step for the tiny policy on a
