@@ -242,7 +242,8 @@ def openenv(scratch: Path) -> None:
     python(
         "import asyncio, sys, gymnasium as gym, agentgym\n"
         "from agentgym.vector.remote import start_server\n"
-        "server = start_server('agentgym/FrozenLake-v0', num_envs=2)\n"
+        # at nice 19 beside CI's tests, starting it took over the default 120 s
+        f"server = start_server('agentgym/FrozenLake-v0', num_envs=2, timeout={DEADLINE_S // 2})\n"
         "try:\n"
         "    env = gym.make('agentgym/Remote-v0', url=server.url)\n"
         "    obs, info = env.reset(seed=0)\n"

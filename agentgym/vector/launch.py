@@ -64,6 +64,7 @@ def _wait_ready(process: subprocess.Popen[str], timeout: float) -> str:
     assert process.stdout is not None
     lines: list[str] = []
     end = time.monotonic() + timeout
+    exited = False
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
         while (left := end - time.monotonic()) > 0:
@@ -71,6 +72,7 @@ def _wait_ready(process: subprocess.Popen[str], timeout: float) -> str:
                 continue
             line = process.stdout.readline()
             if not line:  # EOF: the server exited
+                exited = True
                 break
             lines.append(line.rstrip("\n"))
             if line.startswith(READY_PREFIX):
@@ -78,7 +80,10 @@ def _wait_ready(process: subprocess.Popen[str], timeout: float) -> str:
     process.kill()
     process.wait()
     said = "\n".join(lines[-20:])
-    why = f"exited with status {process.returncode}" if not left > 0 else f"not ready in {timeout}s"
+    if exited:
+        why = f"exited with status {process.returncode}"
+    else:
+        why = f"was not listening within {timeout:g} s (start_server's timeout: raise it)"
     raise InfraError(f"agentgym serve-env {why}; its output:\n{said}")
 
 
