@@ -25,8 +25,8 @@ def test_a_child_that_exits_is_reported_with_its_status_and_output() -> None:
 
 
 def test_a_child_still_starting_at_the_timeout_is_killed_and_named_slow() -> None:
-    process = child("import time; print('loading', flush=True); time.sleep(60)")
-    with pytest.raises(InfraError, match=r"not listening within 1 s[\s\S]*loading") as error:
+    process = child("import time; time.sleep(60)")
+    with pytest.raises(InfraError, match=r"not listening within 1 s") as error:
         _wait_ready(process, timeout=1)
     assert "exited" not in str(error.value)
     assert process.returncode is not None  # killed, not left running
