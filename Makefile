@@ -13,12 +13,10 @@ TORCH_CPU ?= torch==2.13.0
 
 setup: $(VENV)/.installed
 
+# What `pip install -e '.[dev]'` gives (torch's CPU build first unless nvidia-smi is present),
+# installed through uv, pip where uv fails (scripts/setup_venv.sh; INSTALLER=pip for pip alone).
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip uninstall -y -q agentgym 2>/dev/null || true  # the distribution was renamed agentgymnasium
-	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install "$(TORCH_CPU)"; fi
-	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	PYTHON=$(PYTHON) VENV=$(VENV) EXTRAS=$(EXTRAS) TORCH_CPU="$(TORCH_CPU)" bash scripts/setup_venv.sh
 	touch $@
 
 train: setup

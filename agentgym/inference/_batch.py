@@ -232,7 +232,8 @@ class RunningBatch:
         return cache, mask, logits
 
     def _keep_prefixes(self, done: list[int]) -> None:
-        """Offer the caches of rows that finished normally to the prefix cache."""
+        """Offer the caches of rows that finished normally to the prefix cache: the whole row
+        (for the turn that continues it) and its prompt (for prompts that repeat it)."""
         if self.prefix_cache is None or self.cache is None:
             return
         kv = _kv(self.cache)
@@ -244,10 +245,12 @@ class RunningBatch:
             columns = self.mask[i].nonzero()[:, 0].to(self.device)
             if len(columns) != len(cached):
                 continue
-            self.prefix_cache.put(
-                cached,
-                [(k[i : i + 1, :, columns], v[i : i + 1, :, columns]) for k, v in kv],
-            )
+            row_kv = [(k[i : i + 1, :, columns], v[i : i + 1, :, columns]) for k, v in kv]
+            self.prefix_cache.put(cached, row_kv)
+            n = len(row.prompt) - 1  # the prompt alone, for prompts that repeat it
+            if 0 < n < len(cached):
+                prompt_kv = [(k[..., :n, :], v[..., :n, :]) for k, v in row_kv]
+                self.prefix_cache.put(row.prompt[:n], prompt_kv, reusable=True)
 
     def _join(self, joining: list[Row], cache: DynamicCache, mask: torch.Tensor) -> None:
         lengths = torch.tensor([len(row.prompt) for row in joining])

@@ -181,16 +181,24 @@ def plan_micro_batches(
     rank: int,
     token_budget: int | None,
     parts: int = 1,
+    keys: Sequence[Any] | None = None,
 ) -> list[list[int]]:
     """This rank's micro-batches of ``rows``: rows are dealt to ranks longest first, round
     robin, then cut so that rows x longest length stays within ``token_budget``. Every rank gets
     the same number of micro-batches; empty ones (``[]``) stand for dummy passes.
 
+    ``keys`` (per row, e.g. its token ids) order rows of equal length: rows with the same
+    tokens sit next to each other, so a micro-batch holds a prompt's rows together and prefix
+    sharing (``agentgym.trainers.prefix_sharing``) runs it once for them.
+
     With ``parts`` > 1 (a backend that runs that many micro-batches at once), a rank's rows are
     first cut into ``parts`` runs of about equal tokens (fewer when there are fewer rows), and
     each run is cut within ``token_budget // parts``, so the micro-batches in flight together
     stay within the budget."""
-    order = sorted(rows, key=lambda i: (-lengths[i], i))
+    if keys is None:
+        order = sorted(rows, key=lambda i: (-lengths[i], i))
+    else:
+        order = sorted(rows, key=lambda i: (-lengths[i], keys[i], i))
     budget = token_budget if token_budget is None else max(1, token_budget // max(parts, 1))
     plans = [
         [

@@ -3,14 +3,18 @@
 A GRPO group is ``group_size`` completions of one prompt, so a plain forward pass over the batch
 runs every prompt ``group_size`` times. Here each distinct prefix (a row's tokens before its last
 token ahead of the first sampled one) runs once, its keys and values are repeated for the rows that
-continue it, and a second pass runs only the rows' own tokens on top::
+continue it, and a last pass runs only the rows' own tokens on top. The distinct prefixes
+themselves usually begin alike (one system prompt, then each turn's board or question): that head
+runs once too, under all of them::
 
-    prefix pass   [U, P]   the U distinct prefixes, left-padded
-    suffix pass   [B, S]   each row from its prefix's end, right-padded, attending to the prefix
+    head pass     [1, H]      the tokens every prefix begins with
+    prefix pass   [U, P - H]  the rest of the U distinct prefixes, right-padded, on the head
+    suffix pass   [B, S]      each row from its prefix's end, right-padded, on its prefix
 
 The result is the plain forward pass's, to float rounding: the same tokens at the same positions
-see the same keys, and gradients from every row flow back through the repeated keys and values
-into the one prefix pass (autograd sums them).
+see the same keys (padding is masked out wherever it lies in a cache), and gradients from every
+row flow back through the repeated keys and values into the one pass that made them (autograd
+sums them).
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ second pass and the repeated caches cost something."""
 
 
 class SharedPrefixes(NamedTuple):
-    ids: Tensor  # [U, P] the distinct prefixes, left-padded
+    ids: Tensor  # [U, P] the distinct prefixes, right-padded
     mask: Tensor  # [U, P] 1 on their tokens
     owner: Tensor  # [B] the prefix each row continues
     length: Tensor  # [B] its length: the row's suffix starts there
+    head: int = 0  # leading tokens every prefix has in common: run once for all of them
 
 
 def find_shared_prefixes(
@@ -39,12 +44,13 @@ def find_shared_prefixes(
     attention_mask: Tensor,  # [B, T], right-padded
     loss_mask: Tensor,  # [B, T]
 ) -> SharedPrefixes | None:
-    """The distinct prefixes of the rows, or None when sharing them saves too little.
+    """The distinct prefixes of the rows and the head they all begin with, or None when sharing
+    them saves too little.
 
     A row's prefix is its tokens before ``f - 1``, ``f`` its first sampled token: the logits that
-    predict token ``f`` come from position ``f - 1``, which must be in the suffix pass. When the
-    rows' prompts differ but all begin alike (turns of a history window: the same system prompt,
-    different boards), the one prefix they have in common is shared instead, if that saves more.
+    predict token ``f`` come from position ``f - 1``, which must be in the suffix pass. Rows whose
+    prompts differ but begin alike (turns of a history window: the same system prompt, different
+    boards) have distinct prefixes with a common head, which runs once.
     """
     lengths = attention_mask.sum(-1).tolist()
     sampled = loss_mask.bool()
@@ -53,30 +59,28 @@ def find_shared_prefixes(
     rows = input_ids.tolist()
     index: dict[tuple[int, ...], int] = {}
     owner = [index.setdefault(tuple(row[:c]), len(index)) for row, c in zip(rows, cut, strict=True)]
-    common = _common_length(input_ids, min(cut))
-    if _cost(lengths, [common] * len(rows), 1) < _cost(lengths, cut, len(index)):
-        index = {tuple(rows[0][:common]): 0}
-        owner, cut = [0] * len(rows), [common] * len(rows)
+    head = _common_length(input_ids, min(cut))  # every prefix is a row's: they share this much
     width = max(cut)
-    shared_tokens = _cost(lengths, cut, len(index))
+    shared_tokens = _cost(lengths, cut, len(index), head)
     if width == 0 or shared_tokens > (1 - MIN_SAVING) * len(rows) * input_ids.shape[1]:
         return None
     ids = input_ids.new_zeros(len(index), width)
     mask = attention_mask.new_zeros(len(index), width)
     for prefix, u in index.items():
         if prefix:
-            ids[u, width - len(prefix) :] = input_ids.new_tensor(prefix)
-            mask[u, width - len(prefix) :] = 1
+            ids[u, : len(prefix)] = input_ids.new_tensor(prefix)
+            mask[u, : len(prefix)] = 1
     device = input_ids.device
     return SharedPrefixes(
-        ids, mask, torch.tensor(owner, device=device), torch.tensor(cut, device=device)
+        ids, mask, torch.tensor(owner, device=device), torch.tensor(cut, device=device), head
     )
 
 
-def _cost(lengths: list[int], cut: list[int], prefixes: int) -> int:
-    """Padded tokens of the two passes: the prefixes, then every row from its cut."""
+def _cost(lengths: list[int], cut: list[int], prefixes: int, head: int) -> int:
+    """Padded tokens of the three passes: the head, the prefixes after it, then every row from
+    its cut."""
     suffix = max(n - c for n, c in zip(lengths, cut, strict=True))
-    return prefixes * max(cut) + len(lengths) * suffix
+    return head + prefixes * (max(cut) - head) + len(lengths) * suffix
 
 
 def _common_length(input_ids: Tensor, most: int) -> int:
@@ -102,16 +106,35 @@ def shared_prefix_hidden(
     from agentgym.inference.kvcache import cache_keyword
 
     keyword = cache_keyword(base_model)
-    prefix_positions = (shared.mask.cumsum(-1) - 1).clamp(min=0)
+    prefixes, width = shared.ids.shape
+    head = min(shared.head, width)
+    positions_of = torch.arange(width, device=input_ids.device)
     prefix = DynamicCache(config=base_model.config)  # as the model makes its own: the layer kinds
-    base_model(
-        input_ids=shared.ids,
-        attention_mask=shared.mask,
-        position_ids=prefix_positions,
-        use_cache=True,
-        **{keyword: prefix},
-    )
-    if not all(type(layer) is DynamicLayer for layer in getattr(prefix, "layers", [None])):
+    if head:  # the head, once
+        base_model(
+            input_ids=shared.ids[:1, :head],
+            attention_mask=shared.mask[:1, :head],
+            position_ids=positions_of[None, :head],
+            use_cache=True,
+            **{keyword: prefix},
+        )
+        if not _keeps_every_key(prefix, DynamicLayer):
+            return None
+        if head < width or prefixes > 1:  # each prefix's cache starts as the head's
+            heads = [
+                (layer.keys.expand(prefixes, -1, -1, -1), layer.values.expand(prefixes, -1, -1, -1))
+                for layer in prefix.layers
+            ]
+            prefix = DynamicCache(ddp_cache_data=heads)
+    if head < width:  # the rest of each distinct prefix, on the head
+        base_model(
+            input_ids=shared.ids[:, head:],
+            attention_mask=shared.mask,
+            position_ids=positions_of[None, head:].expand(prefixes, -1),
+            use_cache=True,
+            **{keyword: prefix},
+        )
+    if not _keeps_every_key(prefix, DynamicLayer):
         return None  # sliding windows, linear attention, ...: not a cache of every key
     layers = [(layer.keys[shared.owner], layer.values[shared.owner]) for layer in prefix.layers]
     lengths = attention_mask.sum(-1)  # [B]
@@ -130,3 +153,7 @@ def shared_prefix_hidden(
     ).last_hidden_state  # [B, S, H]
     rows, cols = positions.nonzero(as_tuple=True)
     return hidden[rows, cols - shared.length[rows]]
+
+
+def _keeps_every_key(cache: Any, layer_type: type) -> bool:
+    return all(type(layer) is layer_type for layer in getattr(cache, "layers", [None]))

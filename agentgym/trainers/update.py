@@ -59,6 +59,7 @@ def _plan(inputs: UpdateInputs, batch: TrainBatch, rows: Sequence[int]) -> list[
         rank=backend.rank,
         token_budget=backend.micro_batch_tokens,
         parts=backend.concurrency,
+        keys=batch.token_ids.tolist(),  # a prompt's rows in one micro-batch: shared once
     )
 
 

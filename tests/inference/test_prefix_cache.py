@@ -113,6 +113,47 @@ def test_a_weight_update_drops_the_kept_caches(tiny):
     assert torch.allclose(torch.tensor(second.logprobs), expected, atol=1e-4)
 
 
+def test_a_prompt_seen_before_prefills_only_its_last_token_with_exact_logprobs(tiny):
+    # FrozenLake without history: a square visited again is the same prompt. The prompt's cache
+    # is kept when its row finishes, and every later request with that prompt (or one that
+    # starts with it) reuses it, not once only.
+    model, tok = tiny
+    prompt = tok.encode("P F\nF G\nwhere now?")
+    longer = prompt + tok.encode(" and then")
+    requests = [(prompt, 1), (prompt, 2), (longer, 3), (prompt, 4)]
+
+    async def run(cache_bytes):
+        engine = HFEngine(model, tok, prefix_cache_bytes=cache_bytes)
+        out = []
+        for ids, seed in requests:  # one after another: each finds the ones before kept
+            params = SamplingParams(temperature=1.0, max_tokens=5, seed=seed, ignore_eos=True)
+            out.append(await engine.generate(ids, params))
+        await engine.close()
+        return out, engine.stats
+
+    cached, stats = asyncio.run(run(64 * 2**20))
+    plain, plain_stats = asyncio.run(run(0))
+    assert stats.prefix_hits == 3  # all but the first
+    assert stats.prefill_tokens == len(prompt) + 1 + (len(longer) - len(prompt) + 1) + 1
+    assert plain_stats.prefill_tokens == 3 * len(prompt) + len(longer)
+    for (ids, _), got, ref in zip(requests, cached, plain, strict=True):
+        assert got.token_ids == ref.token_ids  # same seeds, same samples
+        expected = teacher_forced(model, ids, got, 1.0)
+        assert torch.allclose(torch.tensor(got.logprobs), expected, atol=1e-4)
+
+
+def test_a_reusable_entry_stays_when_taken():
+    cache = PrefixCache(max_bytes=10**6)
+    cache.put([1, 2, 3], _kv(3), reusable=True)
+    cache.put([5, 6], _kv(2))
+    for _ in range(3):
+        assert cache.take([1, 2, 3, 4])[0] == 3
+    assert cache.take([5, 6, 7])[0] == 2
+    assert cache.take([5, 6, 7]) is None  # the other kind is used once
+    assert len(cache) == 1
+    assert cache.hits == 4
+
+
 def _kv(tokens: int, heads: int = 2, dim: int = 4):
     return [(torch.zeros(1, heads, tokens, dim), torch.zeros(1, heads, tokens, dim))]
 

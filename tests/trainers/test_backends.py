@@ -81,6 +81,29 @@ def test_plan_gives_every_rank_the_same_number_of_micro_batches():
     assert plan_micro_batches([0], [5], world_size=2, rank=1, token_budget=None) == [[]]
 
 
+def test_plan_keeps_rows_with_the_same_tokens_in_one_micro_batch():
+    # Two prompts' turns, interleaved as a batch holds them, all of one length: a budget of two
+    # rows would pair each prompt with the other one; with the rows' tokens as keys, a
+    # micro-batch holds one prompt's rows, which prefix sharing then runs once.
+    tokens = [
+        [1, 2, 9],
+        [1, 3, 9],
+        [1, 2, 9],
+        [1, 3, 8],
+        [1, 2, 8],
+        [1, 3, 9],
+        [1, 2, 7],
+        [1, 3, 7],
+    ]
+    lengths = [3] * 8
+    plain = plan_micro_batches(range(8), lengths, world_size=1, rank=0, token_budget=6)
+    assert any(len({tuple(tokens[i][:2]) for i in micro}) > 1 for micro in plain)
+    keyed = plan_micro_batches(range(8), lengths, world_size=1, rank=0, token_budget=6, keys=tokens)
+    assert sorted(row for micro in keyed for row in micro) == list(range(8))
+    assert all(len(micro) == 2 for micro in keyed)
+    assert all(len({tuple(tokens[i][:2]) for i in micro}) == 1 for micro in keyed)
+
+
 def test_make_backend_names_unknown_backends_and_options():
     with pytest.raises(ConfigError, match="Did you mean 'deepspeed'"):
         make_backend("deepspeeed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from agentgym.models import load, tiny_config
@@ -42,18 +43,23 @@ def test_groups_share_their_prompt_and_distinct_prompts_do_not():
     assert shared.owner.tolist() == [0] * 4 + [1] * 4 + [2] * 4
     assert shared.length.tolist() == [8] * 4 + [13] * 4 + [5] * 4  # the prompt but its last token
     assert shared.ids.shape == (3, 13)
-    assert shared.mask.sum(-1).tolist() == [8, 13, 5]  # left-padded
+    assert shared.mask.sum(-1).tolist() == [8, 13, 5]
+    assert shared.mask[2].tolist() == [1] * 5 + [0] * 8  # right-padded
+    assert shared.head == 0  # random prompts: nothing in common
     torch.testing.assert_close(shared.ids[1], ids[4, :13])
     # one row per prompt: nothing to share
     alone = grouped_batch([9, 14, 6], group_size=1)
     assert find_shared_prefixes(*alone) is None
 
 
-def common_head_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Rows with a long common head (a system prompt), then each its own prompt and turn."""
+def common_head_batch(
+    seed: int = 0, group_size: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows with a long common head (a system prompt), then each group its own prompt (a board)
+    and each row its own turn."""
     gen = torch.Generator().manual_seed(seed)
     head = torch.randint(3, 1000, (40,), generator=gen).tolist()
-    ids, attention, mask = grouped_batch([5, 7, 6, 9, 5, 8], group_size=1, seed=seed)
+    ids, attention, mask = grouped_batch([5, 7, 6, 9, 5, 8], group_size=group_size, seed=seed)
     width = ids.shape[1] + len(head)
     out = torch.zeros(ids.shape[0], width, dtype=torch.long)
     out_attention, out_mask = torch.zeros_like(out), torch.zeros(ids.shape[0], width)
@@ -69,12 +75,25 @@ def test_rows_with_different_prompts_share_the_head_they_have_in_common():
     ids, attention, mask = common_head_batch()
     shared = find_shared_prefixes(ids, attention, mask)
     assert shared is not None
-    assert shared.owner.tolist() == [0] * 6
-    assert shared.ids.shape[0] == 1
-    common = int(shared.length[0])
+    assert shared.owner.tolist() == list(range(6))  # each its own prompt ...
+    assert shared.ids.shape[0] == 6
+    common = shared.head  # ... on one head, run once
     assert common >= 40  # the head (and any tokens the prompts happen to share after it)
     assert (ids[:, :common] == ids[:1, :common]).all()
     assert not (ids[:, common] == ids[0, common]).all()
+
+
+def test_groups_on_a_common_head_run_the_head_once_and_each_prompt_once():
+    ids, attention, mask = common_head_batch(group_size=4)
+    shared = find_shared_prefixes(ids, attention, mask)
+    assert shared is not None
+    assert shared.head >= 40
+    assert shared.owner.tolist() == [u for u in range(6) for _ in range(4)]
+    assert shared.ids.shape[0] == 6
+    for u, row in enumerate(range(0, 24, 4)):
+        n = int(shared.length[row])
+        assert shared.mask[u].sum() == n
+        torch.testing.assert_close(shared.ids[u, :n], ids[row, :n])
 
 
 def test_a_shared_head_gives_the_plain_logprobs_and_gradients():
@@ -97,10 +116,14 @@ def test_a_shared_head_gives_the_plain_logprobs_and_gradients():
         assert (shared_grads[name] - grad).norm() <= 1e-6 * grad.norm(), name
 
 
-def test_the_shared_forward_gives_the_plain_hidden_states_and_gradients():
+@pytest.mark.parametrize("batch", ["groups", "groups_on_a_head", "a_head"])
+def test_the_shared_forward_gives_the_plain_hidden_states_and_gradients(batch):
     model, _ = load(seed=1, config=tiny_config(num_hidden_layers=2))
     model.double()
-    ids, attention, mask = grouped_batch([9, 14, 6], group_size=4)
+    if batch == "groups":
+        ids, attention, mask = grouped_batch([9, 14, 6], group_size=4)
+    else:
+        ids, attention, mask = common_head_batch(seed=2, group_size=3 if batch != "a_head" else 1)
     positions = mask[:, 1:].bool()
     weights = torch.randn(int(positions.sum()), model.config.hidden_size, dtype=torch.float64)
 
