@@ -84,17 +84,9 @@ install() {
         *) spec=("$WHEEL[$extra]") ;;
     esac
     if [[ $INSTALLER == uv ]]; then
-        local flags=() cert=() flag
-        while read -r flag; do
-            case $flag in
-                --cert=*) cert=(env "SSL_CERT_FILE=${SSL_CERT_FILE:-${flag#--cert=}}") ;;
-                ?*) flags+=("$flag") ;;
-            esac
-        done <<<"$UV_FLAGS"
         local torch_spec=()
         ((torch)) && torch_spec=("$TORCH_CPU")
-        if "${cert[@]}" "$WORK/uv/bin/uv" pip install --quiet --python "$venv/bin/python" \
-            --index-strategy unsafe-best-match "${flags[@]}" "${spec[@]}" "${torch_spec[@]}"; then
+        if uv_pip "$WORK/uv/bin/uv" "$venv/bin/python" --quiet "${spec[@]}" "${torch_spec[@]}"; then
             return 0
         fi
         echo "uv could not install it: pip now"
@@ -111,7 +103,9 @@ install() {
     # the CPU; the smoke run compiles what it imports.
     "$venv/bin/python" -m pip install --quiet --no-compile "${spec[@]}"
 }
-export -f install
+# shellcheck source=scripts/uv_pip.sh
+source scripts/uv_pip.sh
+export -f install uv_pip
 
 check_one() {
     local extra=$1 venv="$WORK/venv-$1" log="$WORK/$1.log" t0

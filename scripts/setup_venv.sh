@@ -29,22 +29,16 @@ specs=()
 command -v nvidia-smi >/dev/null 2>&1 || specs+=("$TORCH_CPU")
 specs+=(-e ".[$EXTRAS]")
 
+# shellcheck source=scripts/uv_pip.sh
+source scripts/uv_pip.sh
 with_uv() {
     "${pip[@]}" install --quiet uv || return 1
-    local flags=() cert=() flag
-    while read -r flag; do
-        case $flag in
-            --cert=*) cert=(env "SSL_CERT_FILE=${SSL_CERT_FILE:-${flag#--cert=}}") ;;
-            ?*) flags+=("$flag") ;;
-        esac
-    done < <("$VENV/bin/python" scripts/uv_flags.py)
+    UV_FLAGS=$("$VENV/bin/python" scripts/uv_flags.py) || return 1
     # torch first, alone, as pip would take it: nothing else may choose a torch for it
     if [[ ${specs[0]} == "$TORCH_CPU" ]]; then
-        "${cert[@]}" "$VENV/bin/uv" pip install --python "$VENV/bin/python" \
-            --index-strategy unsafe-best-match "${flags[@]}" "$TORCH_CPU" || return 1
+        uv_pip "$VENV/bin/uv" "$VENV/bin/python" "$TORCH_CPU" || return 1
     fi
-    "${cert[@]}" "$VENV/bin/uv" pip install --python "$VENV/bin/python" \
-        --index-strategy unsafe-best-match "${flags[@]}" "${specs[@]}"
+    uv_pip "$VENV/bin/uv" "$VENV/bin/python" "${specs[@]}"
 }
 
 if [[ $INSTALLER == uv ]] && with_uv; then
