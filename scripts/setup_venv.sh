@@ -3,7 +3,7 @@
 # PyTorch's CPU build first where there is no GPU (an unpinned torch pulls several GB of CUDA
 # packages). What `pip install -e '.[dev]'` gives, installed through uv: pip took ~190 s of a
 # fresh CI machine's time before any test could start (resolving, then unpacking and byte-compiling
-# ~180 packages one by one), uv ~60 s, the same versions.
+# ~180 packages one by one), uv 35 s, the same versions.
 #
 #   scripts/setup_venv.sh                       # VENV=.venv EXTRAS=dev PYTHON=python3
 #   INSTALLER=pip scripts/setup_venv.sh         # pip throughout

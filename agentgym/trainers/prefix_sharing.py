@@ -28,7 +28,7 @@ __all__ = ["SharedPrefixes", "find_shared_prefixes", "shared_prefix_hidden"]
 
 MIN_SAVING = 0.25
 """Share only when it cuts the padded tokens of the forward pass by at least this fraction: a
-second pass and the repeated caches cost something."""
+further pass and the repeated caches cost something."""
 
 
 class SharedPrefixes(NamedTuple):
