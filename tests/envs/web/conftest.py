@@ -56,6 +56,9 @@ def make_env(chromium: str, site_url: str) -> Iterator[Callable[..., Any]]:
 
     def make(**kwargs: Any) -> Any:
         kwargs.setdefault("tasks", TASKS)
+        # A deadline that catches a hang only: the default 30 s can pass on a loaded machine (a
+        # fresh Chromium's first page beside CI's other runs); tests of the deadline pass theirs.
+        kwargs.setdefault("step_timeout", 300.0)
         env = WebEnv(start_url=site_url, **kwargs)
         made.append(env)
         return env
