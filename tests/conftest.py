@@ -15,8 +15,10 @@ the last, so that a run started late meets the others in the middle; once the fi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +139,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             modules.setdefault(_module(item), []).append(item)
         items[:] = [item for module in reversed(modules) for item in modules[module]]
+
+
+def _cgroup_cpu_file() -> Path | None:
+    """The file that counts the CPU time of this process's cgroup (every process it started,
+    reaped or not, daemons included), or None: cgroup v1's cpuacct.usage (ns), v2's cpu.stat."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, group = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            path = Path("/sys/fs/cgroup/cpuacct", group.lstrip("/"), "cpuacct.usage")
+        elif controllers == "":
+            path = next(
+                (Path(root, group.lstrip("/"), "cpu.stat")
+                 for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+                 if Path(root, "cgroup.controllers").exists()),
+                Path("/nonexistent"),
+            )
+        else:
+            continue
+        if path.is_file():
+            return path
+    return None
+
+
+def _cpu_seconds(path: Path) -> float:
+    text = path.read_text()
+    if path.name == "cpuacct.usage":
+        return int(text) / 1e9
+    usage = next(line for line in text.splitlines() if line.startswith("usage_usec"))
+    return int(usage.split()[1]) / 1e6
+
+
+_cpu_log = os.environ.get("AGENTGYM_TEST_CPU")
+_cpu_file = _cgroup_cpu_file() if _cpu_log else None
+
+
+# Where the CPU goes (scripts/run_tests.sh, as root, gives each run a cgroup of its own, and a run
+# runs one test at a time): with AGENTGYM_TEST_CPU naming a file, each test's wall time and the CPU
+# time its cgroup spent meanwhile (its fixtures, subprocesses, servers and browsers) as JSON lines.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if _cpu_file is None:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds(_cpu_file)
+    yield
+    record = {
+        "test": item.nodeid,
+        "wall_s": round(time.monotonic() - wall, 2),
+        "cpu_s": round(_cpu_seconds(_cpu_file) - cpu, 2),
+    }
+    with open(_cpu_log, "a") as f:  # type: ignore[arg-type]  # set when _cpu_file is
+        f.write(json.dumps(record) + "\n")
