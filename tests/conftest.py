@@ -154,9 +154,11 @@ def _cgroup_cpu_file() -> Path | None:
             path = Path("/sys/fs/cgroup/cpuacct", group.lstrip("/"), "cpuacct.usage")
         elif controllers == "":
             path = next(
-                (Path(root, group.lstrip("/"), "cpu.stat")
-                 for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-                 if Path(root, "cgroup.controllers").exists()),
+                (
+                    Path(root, group.lstrip("/"), "cpu.stat")
+                    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+                    if Path(root, "cgroup.controllers").exists()
+                ),
                 Path("/nonexistent"),
             )
         else:
