@@ -4,7 +4,7 @@
 #
 #   learning  the FrozenLake learning test (tests/recipes/test_frozenlake_learns.py: `make train`'s
 #             own run, the longest test by far), from the start: it needs no service. As root,
-#             at nice -10: a CPU of its own (learning_run says why).
+#             at nice -10 (learning_run says why and what that reaches).
 #   early     from the start too, while the lint and the service set-up (apt, debootstrap, images:
 #             mostly waiting on the network) run: the tests under EARLY, which need no service,
 #             until the set-up is done.
@@ -55,15 +55,15 @@ start() {  # start NAME COMMAND...: in the background, its output in NAME.log
     echo "$!" >"$work/$name.pid"
 }
 # Where the CPU goes: as root, where the kernel lets us, each pytest run gets a cgroup of its own
-# (v1's cpuacct or v2), which counts the CPU time of all it starts (servers, browsers, daemons),
-# and the run logs each test's share (AGENTGYM_TEST_CPU, tests/conftest.py); printed at the end.
+# in cgroup v1's cpuacct hierarchy, which counts the CPU time of all it starts (servers, browsers,
+# daemons), and the run logs each test's share (AGENTGYM_TEST_CPU, tests/conftest.py); printed at
+# the end. Only where cpuacct is mounted apart from the cpu controller: a cgroup that the
+# scheduler shares CPU between would change what it measures.
 cgroups=""
-if (($(id -u) == 0)); then
-    for root in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
-        [[ -e $root/cpuacct.usage || -e $root/cgroup.controllers ]] || continue
-        if mkdir "$root/${work##*/}" 2>/dev/null; then cgroups="$root/${work##*/}"; fi
-        break
-    done
+acct=/sys/fs/cgroup/cpuacct
+if (($(id -u) == 0)) && [[ -e $acct/cpuacct.usage && ! -e $acct/cpu.shares ]] &&
+    mkdir "$acct/${work##*/}" 2>/dev/null; then
+    cgroups="$acct/${work##*/}"
 fi
 read -r busy0 _ < <(awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat)
 started=$SECONDS
@@ -75,19 +75,9 @@ pytest_run() {  # pytest_run NAME PYTEST-ARGS...
             echo "$BASHPID" >"$cgroups/$name/cgroup.procs" 2>/dev/null; then
             export AGENTGYM_TEST_CPU="$work/$name.cpu.jsonl"
         fi
-        exec "${as_tests[@]}" "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" \
-            --durations=15 "$@"
+        exec "$VENV/bin/pytest" -q -p no:cacheprovider --basetemp="$work/$name" --durations=15 "$@"
     )
 }
-# As root, Chromium raises its own threads to nice -8 (renderers and compositors included): ahead
-# of every other test run, it starved their multi-process tests (trainer ranks, servers) 2-6x.
-# Those runs start without the right to raise a priority (CAP_SYS_NICE), so Chromium stays at
-# theirs; the learning run keeps it (it sets its own, and starts no browser).
-as_tests=()
-if (($(id -u) == 0)) && command -v setpriv >/dev/null &&
-    setpriv --bounding-set=-sys_nice --inh-caps=-sys_nice true 2>/dev/null; then
-    as_tests=(setpriv --bounding-set=-sys_nice --inh-caps=-sys_nice)
-fi
 cpu_report() {  # the CPU time of each run and the tests that took the most
     local busy1
     read -r busy1 _ < <(awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat)
@@ -99,12 +89,19 @@ import json, pathlib, sys
 
 groups, work = map(pathlib.Path, sys.argv[1:])
 for group in sorted(p for p in groups.iterdir() if p.is_dir()):
-    usage = group / "cpuacct.usage"
-    cpu = int(usage.read_text()) / 1e9 if usage.exists() else int(
-        (group / "cpu.stat").read_text().split()[1]) / 1e6
+    cpu = int((group / "cpuacct.usage").read_text()) / 1e9
     print(f"{group.name:>9}: {cpu:7.0f} CPU-s")
 tests = [json.loads(line) for f in work.glob("*.cpu.jsonl") for line in f.read_text().splitlines()]
-print(f"the {min(25, len(tests))} tests that took the most CPU (CPU-s, wall s):")
+modules: dict[str, list[float]] = {}
+for t in tests:
+    module = modules.setdefault(t["test"].split("::")[0], [0.0, 0.0, 0])
+    module[0] += t["cpu_s"]
+    module[1] += t["wall_s"]
+    module[2] += 1
+print(f"{len(tests)} tests, {sum(t['cpu_s'] for t in tests):.0f} CPU-s; the 20 modules that took the most (CPU-s, wall s, tests):")
+for name, (cpu, wall, n) in sorted(modules.items(), key=lambda m: -m[1][0])[:20]:
+    print(f"{cpu:8.1f} {wall:8.1f} {n:5d}  {name}")
+print("the 25 tests that took the most (CPU-s, wall s):")
 for t in sorted(tests, key=lambda t: -t["cpu_s"])[:25]:
     print(f"{t['cpu_s']:8.1f} {t['wall_s']:8.1f}  {t['test']}")
 PY
@@ -123,10 +120,12 @@ trap 'exit 130' INT TERM
 learning_run() {  # the learning test, then a mark that it has ended (the tail starts then)
     local run_status=0
     # The one run the claims cannot split, so it must not end last: as root (CI) it runs at nice
-    # -10, ahead of the Chromium (-8, as Chromium sets itself) and docker processes the other
-    # runs start, so it has a CPU to itself; the others share the other CPU, then both.
+    # -10, ahead of the other runs' own processes. Only of those: where the kernel groups
+    # processes by session (autogroups, /proc/sys/kernel/sched_autogroup_enabled), nice orders
+    # the processes of one session, and each session gets an equal share; the browsers, servers
+    # and rank launchers the tests start in sessions of their own (and docker's containers, in a
+    # cgroup of their own) each take a share as large as all of this script's processes together.
     if (($(id -u) == 0)); then renice -n -10 -p "$BASHPID" >/dev/null; fi
-    local as_tests=()  # pytest_run's, for this run: it keeps the right to its nice -10
     pytest_run learning "$LEARNING" || run_status=$?
     touch "$work/learning.done"
     return $run_status
@@ -168,8 +167,11 @@ for name in early learning tail; do
     fi
 done
 cpu_report || true
-if [[ -n $cgroups ]]; then
+# The cgroups go once empty (a daemon a test left may take a moment to end).
+for _ in {1..20}; do
+    [[ -n $cgroups && -d $cgroups ]] || break
     for group in "$cgroups"/*/ "$cgroups"; do rmdir "$group" 2>/dev/null || true; done
-fi
+    [[ -d $cgroups ]] && sleep 0.5
+done
 ((status)) || rm -rf "$work"
 exit $status

@@ -142,8 +142,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _cgroup_cpu_file() -> Path | None:
-    """The file that counts the CPU time of this process's cgroup (every process it started,
-    reaped or not, daemons included), or None: cgroup v1's cpuacct.usage (ns), v2's cpu.stat."""
+    """cgroup v1's cpuacct.usage (ns) of this process's cgroup, which counts the CPU time of every
+    process it started, reaped or not, daemons included; None where there is none."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -152,28 +152,12 @@ def _cgroup_cpu_file() -> Path | None:
         _, controllers, group = line.split(":", 2)
         if "cpuacct" in controllers.split(","):
             path = Path("/sys/fs/cgroup/cpuacct", group.lstrip("/"), "cpuacct.usage")
-        elif controllers == "":
-            path = next(
-                (
-                    Path(root, group.lstrip("/"), "cpu.stat")
-                    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-                    if Path(root, "cgroup.controllers").exists()
-                ),
-                Path("/nonexistent"),
-            )
-        else:
-            continue
-        if path.is_file():
-            return path
+            return path if path.is_file() else None
     return None
 
 
 def _cpu_seconds(path: Path) -> float:
-    text = path.read_text()
-    if path.name == "cpuacct.usage":
-        return int(text) / 1e9
-    usage = next(line for line in text.splitlines() if line.startswith("usage_usec"))
-    return int(usage.split()[1]) / 1e6
+    return int(path.read_text()) / 1e9
 
 
 _cpu_log = os.environ.get("AGENTGYM_TEST_CPU")
@@ -182,7 +166,8 @@ _cpu_file = _cgroup_cpu_file() if _cpu_log else None
 
 # Where the CPU goes (scripts/run_tests.sh, as root, gives each run a cgroup of its own, and a run
 # runs one test at a time): with AGENTGYM_TEST_CPU naming a file, each test's wall time and the CPU
-# time its cgroup spent meanwhile (its fixtures, subprocesses, servers and browsers) as JSON lines.
+# time its cgroup spent meanwhile (its fixtures, subprocesses, servers and browsers; not a docker
+# container's, which dockerd keeps in a cgroup of its own) as JSON lines.
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     if _cpu_file is None:
