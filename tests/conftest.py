@@ -164,6 +164,25 @@ _cpu_log = os.environ.get("AGENTGYM_TEST_CPU")
 _cpu_file = _cgroup_cpu_file() if _cpu_log else None
 
 
+# A single-process DeepSpeed backend sets torch's env:// rendezvous variables (its store keeps
+# listening on MASTER_PORT while the process group lives): a subprocess that a later module
+# starts would inherit them and try to listen on that port too (EADDRINUSE). Each module's tests
+# and fixtures keep what they set; the next module starts from the session's values.
+_RENDEZVOUS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_rendezvous_at_start = {key: os.environ.get(key) for key in _RENDEZVOUS}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    if nextitem is None or _module(nextitem) != _module(item):  # its module's fixtures are gone
+        for key, value in _rendezvous_at_start.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 # Where the CPU goes (scripts/run_tests.sh, as root, gives each run a cgroup of its own, and a run
 # runs one test at a time): with AGENTGYM_TEST_CPU naming a file, each test's wall time and the CPU
 # time its cgroup spent meanwhile (its fixtures, subprocesses, servers and browsers; not a docker

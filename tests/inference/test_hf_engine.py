@@ -18,6 +18,15 @@ from agentgym.models import load, tiny_config
 torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread for this module's tests, whatever a module run before set."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     model, tok = load(seed=0)

@@ -155,6 +155,7 @@ class BrowserPool:
     _all: list[Launched] = field(default_factory=list)
     _spares: dict[str, list[tuple[Lease, Page]]] = field(default_factory=dict)
     _refills: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _refill_for: dict[str, Launched | None] = field(default_factory=dict)  # the browser of each
 
     async def new_page(self, timeout: float, **context_args: Any) -> tuple[Lease, Page]:
         """A fresh context with one blank page. One spare context and page per set of
@@ -163,7 +164,8 @@ class BrowserPool:
         twice: each episode still gets a context nobody touched."""
         key = repr(sorted(context_args.items()))
         refill = self._refills.get(key)
-        if not self._spares.get(key) and refill is not None and not refill.done():
+        if not self._spares.get(key) and self._refill_pending(key):
+            assert refill is not None
             with contextlib.suppress(Exception):  # it is under way: sooner than a new one
                 async with deadline(timeout, "spare browser context"):
                     await asyncio.shield(refill)
@@ -177,9 +179,24 @@ class BrowserPool:
                 await self.end(lease, timeout, broken=True)
                 raise
             spare = (lease, page)
-        if key not in self._refills or self._refills[key].done():
+        if not self._refill_pending(key):
+            self._refill_for[key] = self.current
             self._refills[key] = asyncio.create_task(self._refill(key, timeout, context_args))
         return spare
+
+    def _refill_pending(self, key: str) -> bool:
+        """A spare for ``key`` is being prepared on the current, working browser. One for a
+        browser that crashed is never waited for: a call in flight when Chromium died may not
+        return (a reset after a crash waited out its whole deadline for one)."""
+        refill, current = self._refills.get(key), self.current
+        return (
+            refill is not None
+            and not refill.done()
+            and current is not None
+            and self._refill_for.get(key) is current
+            and not current.crashed
+            and current.browser.is_connected()
+        )
 
     async def ready(self) -> None:
         """Launch (or replace) the browser now if it is needed, under ``launch_timeout``."""
@@ -259,11 +276,19 @@ class BrowserPool:
             if current is not None and stale:
                 current.retired = True
                 self.current = None
+                if current.crashed or not current.browser.is_connected():
+                    self._cancel_refills(current)
                 if current.open <= 0 or current.crashed or not current.browser.is_connected():
                     await self._close(current, self.launch_timeout)
             if self.current is None:
                 self.current = await self._launch()
             return self.current
+
+    def _cancel_refills(self, launched: Launched) -> None:
+        """Stop preparing spares on ``launched``, a browser that is gone."""
+        for key, task in self._refills.items():
+            if self._refill_for.get(key) is launched and task is not asyncio.current_task():
+                task.cancel()
 
     async def _launch(self) -> Launched:
         executable = chromium_path()

@@ -119,6 +119,29 @@ def test_a_killed_browser_ends_that_episode_with_infra_error(make_env: Any) -> N
     assert "infra_error" not in info
 
 
+def test_a_reset_after_a_crash_never_waits_for_a_spare_of_the_dead_browser(
+    make_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentgym.envs.web.browser import BrowserPool
+
+    async def stuck(self: Any, key: str, timeout: float, context_args: Any) -> None:
+        await asyncio.Event().wait()  # a call in flight when Chromium died, never answered
+
+    monkeypatch.setattr(BrowserPool, "_refill", stuck)
+    env = make_env(step_timeout=60.0)
+    env.reset(seed=0, options={"task_id": "press"})
+    pool = env._pool
+    (dead,) = [task for task in pool._refills.values() if not task.done()]
+    os.kill(browser_group(env), signal.SIGKILL)
+    assert env.step("click(3)")[4]["infra_error"] is True
+    # Before: the reset waited for that spare as long as its own deadline, and failed with it.
+    _, info = env.reset(seed=0, options={"task_id": "press"})
+    assert not info["infra_error"], info.get("error")
+    assert dead.cancelled()
+    _, _, _, _, info = env.step("click(3)")
+    assert "infra_error" not in info
+
+
 def test_a_hung_page_ends_that_episode_with_infra_error(make_env: Any) -> None:
     env = make_env(step_timeout=6.0)
     env.reset(seed=0, options={"task_id": "press"})
