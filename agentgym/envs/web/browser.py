@@ -185,17 +185,15 @@ class BrowserPool:
         return spare
 
     def _refill_pending(self, key: str) -> bool:
-        """A spare for ``key`` is being prepared on the current, working browser. One for a
-        browser that crashed is never waited for: a call in flight when Chromium died may not
-        return (a reset after a crash waited out its whole deadline for one)."""
-        refill, current = self._refills.get(key), self.current
+        """A spare for ``key`` is being prepared on a working browser (a retired one included:
+        taking its spare ends it, and the browser with it). One for a browser that crashed is
+        never waited for: a call in flight when Chromium died may not return (a reset after a
+        crash waited out its whole deadline for one)."""
+        refill, launched = self._refills.get(key), self._refill_for.get(key)
         return (
             refill is not None
             and not refill.done()
-            and current is not None
-            and self._refill_for.get(key) is current
-            and not current.crashed
-            and current.browser.is_connected()
+            and (launched is None or (not launched.crashed and launched.browser.is_connected()))
         )
 
     async def ready(self) -> None:
