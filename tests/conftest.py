@@ -194,6 +194,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     wall, cpu = time.monotonic(), _cpu_seconds(_cpu_file)
     yield
+    if _claims is not None and not _claims.taken.get(_module(item), True):
+        return  # another run's module ("elsewhere")
     record = {
         "test": item.nodeid,
         "wall_s": round(time.monotonic() - wall, 2),
