@@ -129,6 +129,11 @@ class Launched:
         """The browser process's pid (it leads its process group)."""
         return self.pgid
 
+    @property
+    def gone(self) -> bool:
+        """Whether the browser crashed or lost its connection (it is not coming back)."""
+        return self.crashed or not self.browser.is_connected()
+
 
 @dataclass(eq=False)
 class Lease:
@@ -190,11 +195,7 @@ class BrowserPool:
         never waited for: a call in flight when Chromium died may not return (a reset after a
         crash waited out its whole deadline for one)."""
         refill, launched = self._refills.get(key), self._refill_for.get(key)
-        return (
-            refill is not None
-            and not refill.done()
-            and (launched is None or (not launched.crashed and launched.browser.is_connected()))
-        )
+        return refill is not None and not refill.done() and (launched is None or not launched.gone)
 
     async def ready(self) -> None:
         """Launch (or replace) the browser now if it is needed, under ``launch_timeout``."""
@@ -207,8 +208,7 @@ class BrowserPool:
             launched = lease.launched
             usable = (
                 launched is self.current
-                and not launched.crashed
-                and launched.browser.is_connected()
+                and not launched.gone
                 and launched.episodes < self.recycle_every
                 and not page.is_closed()
             )
@@ -266,17 +266,13 @@ class BrowserPool:
     async def _browser(self) -> Launched:
         async with self._lock:
             current = self.current
-            stale = current is not None and (
-                current.crashed
-                or not current.browser.is_connected()
-                or current.episodes >= self.recycle_every
-            )
+            stale = current is not None and (current.gone or current.episodes >= self.recycle_every)
             if current is not None and stale:
                 current.retired = True
                 self.current = None
-                if current.crashed or not current.browser.is_connected():
+                if current.gone:
                     self._cancel_refills(current)
-                if current.open <= 0 or current.crashed or not current.browser.is_connected():
+                if current.open <= 0 or current.gone:
                     await self._close(current, self.launch_timeout)
             if self.current is None:
                 self.current = await self._launch()
