@@ -37,7 +37,35 @@ key                    where        meaning
                                     the vector env turned an exception into ``infra_error``
 ``difficulty``         reset        the difficulty level played, one of the env's declared
                                     ``difficulty_levels`` (:mod:`agentgym.core.difficulty`)
+``invalid_action``     step         ``bool``: the model's action could not be carried out as
+                                    written (a format error, an unknown or malformed tool call)
+``timed_out``          step         ``bool``: the model's own action ran into a deadline (code
+                                    that loops, a command that sleeps, a page that never
+                                    settles). A scored outcome, never an ``infra_error``
+``outcome``            step         the episode's class (``OUTCOMES``), on the step that ends
+                                    it; ``outcome_of`` derives it when an env does not say
 =====================  ===========  ==========================================================
+
+Outcomes. Every episode ends in exactly one class (``outcome_of``), checked in this order:
+
+=============  =====================================================================  ========
+outcome        when                                                                   trains
+=============  =====================================================================  ========
+``infra``      the reset or a step failed outside the model (``infra_error``); its     dropped
+               ``error`` is the cause
+``timeout``    the last step says ``timed_out``: the model's own action hit a          scored
+               deadline (its reward stands: a dropped timeout is an exit the policy
+               could learn to take)
+``success``    the last step says ``success: true``                                    scored
+``truncated``  the last step was truncated (turn or token limit)                       scored
+``invalid``    every step says ``invalid_action: true`` (nothing but format or          scored
+               tool-call errors: a "void" episode)
+``failed``     anything else: attempted, not solved                                   scored
+=============  =====================================================================  ========
+
+An env may state the class itself with ``info["outcome"]`` on its last step (it wins over the
+derivation, except that only an ``infra_error`` makes ``infra`` and an ``infra_error`` is always
+``infra``).
 """
 
 from __future__ import annotations
@@ -53,18 +81,24 @@ __all__ = [
     "ERROR_AT",
     "ERROR_KIND",
     "INFRA_ERROR",
+    "INVALID_ACTION",
     "KEYS",
+    "OUTCOME",
+    "OUTCOMES",
     "REWARD_COMPONENTS",
     "STATE",
     "SUCCESS",
     "TASK_ID",
+    "TIMED_OUT",
     "TOOLS",
     "TRUNCATION_REASON",
     "ErrorKind",
+    "Outcome",
     "ResetInfo",
     "StepInfo",
     "error_kind",
     "is_infra_error",
+    "outcome_of",
     "problems",
     "return_problems",
     "success_of",
@@ -82,6 +116,9 @@ ERROR: Final = "error"
 ERROR_KIND: Final = "error_kind"
 ERROR_AT: Final = "error_at"
 DIFFICULTY: Final = "difficulty"
+INVALID_ACTION: Final = "invalid_action"
+TIMED_OUT: Final = "timed_out"
+OUTCOME: Final = "outcome"
 
 KEYS: Final = (
     TOOLS,
@@ -96,13 +133,27 @@ KEYS: Final = (
     ERROR_KIND,
     ERROR_AT,
     DIFFICULTY,
+    INVALID_ACTION,
+    TIMED_OUT,
+    OUTCOME,
 )
 """Every key this contract defines."""
+
+Outcome = Literal["success", "failed", "invalid", "timeout", "truncated", "infra"]
+OUTCOMES: Final[tuple[Outcome, ...]] = (
+    "success",
+    "failed",
+    "invalid",
+    "timeout",
+    "truncated",
+    "infra",
+)
+"""Every class an episode can end in (the module docstring says when each applies)."""
 
 ErrorKind = Literal["infra", "env"]
 ERROR_KINDS: Final[tuple[ErrorKind, ...]] = ("infra", "env")
 
-_STEP_ONLY = (SUCCESS, REWARD_COMPONENTS, TRUNCATION_REASON)
+_STEP_ONLY = (SUCCESS, REWARD_COMPONENTS, TRUNCATION_REASON, INVALID_ACTION, TIMED_OUT, OUTCOME)
 _REWARD_TOLERANCE = 1e-6
 
 
@@ -133,6 +184,9 @@ class StepInfo(TypedDict, total=False):
     error: str
     error_kind: ErrorKind
     error_at: str
+    invalid_action: bool
+    timed_out: bool
+    outcome: Outcome
 
 
 def success_of(infos: Sequence[Mapping[str, Any]]) -> bool | None:
@@ -146,6 +200,28 @@ def success_of(infos: Sequence[Mapping[str, Any]]) -> bool | None:
 def is_infra_error(info: Mapping[str, Any]) -> bool:
     """Whether a reset or step failed outside the model (drop the sample)."""
     return bool(info.get(INFRA_ERROR, False))
+
+
+def outcome_of(
+    reset_info: Mapping[str, Any], infos: Sequence[Mapping[str, Any]], *, truncated: bool
+) -> Outcome:
+    """The class an episode ended in (the table in the module docstring), from its reset's info,
+    its steps' infos in order and whether its last step was truncated."""
+    if is_infra_error(reset_info) or any(is_infra_error(i) for i in infos):
+        return "infra"
+    last = infos[-1] if infos else {}
+    stated = last.get(OUTCOME)
+    if stated in OUTCOMES and stated != "infra":
+        return stated
+    if last.get(TIMED_OUT) is True:
+        return "timeout"
+    if success_of(infos):
+        return "success"
+    if truncated or (not infos and TRUNCATION_REASON in reset_info):  # no turn fitted
+        return "truncated"
+    if infos and all(i.get(INVALID_ACTION) is True for i in infos):
+        return "invalid"
+    return "failed"
 
 
 def error_kind(info: Mapping[str, Any]) -> ErrorKind | None:
@@ -175,7 +251,9 @@ def _type_problems(info: Mapping[str, Any]) -> list[str]:
             out.append(f"action_choices {choices!r} repeats a choice")
     if ERROR_KIND in info and info[ERROR_KIND] not in ERROR_KINDS:
         out.append(f"error_kind {info[ERROR_KIND]!r} is not one of {ERROR_KINDS}")
-    for key, kind in ((SUCCESS, bool), (INFRA_ERROR, bool), (ERROR, str), (ERROR_AT, str)):
+    out += _outcome_problems(info)
+    checked = (SUCCESS, INFRA_ERROR, INVALID_ACTION, TIMED_OUT)
+    for key, kind in (*((k, bool) for k in checked), (ERROR, str), (ERROR_AT, str)):
         if key in info and not isinstance(info[key], kind):
             out.append(f"{key} {info[key]!r} is a {type(info[key]).__name__}, not {kind.__name__}")
     if TRUNCATION_REASON in info and not (
@@ -183,6 +261,19 @@ def _type_problems(info: Mapping[str, Any]) -> list[str]:
     ):
         out.append(f"truncation_reason {info[TRUNCATION_REASON]!r} is not a non-empty str")
     return out
+
+
+def _outcome_problems(info: Mapping[str, Any]) -> list[str]:
+    if OUTCOME not in info:
+        return []
+    if info[OUTCOME] not in OUTCOMES:
+        return [f"outcome {info[OUTCOME]!r} is not one of {OUTCOMES}"]
+    if info[OUTCOME] == "infra" and not is_infra_error(info):
+        return [
+            "outcome 'infra' without infra_error=True: only a failure outside the model is "
+            "infra (say infra_error=True with the error)"
+        ]
+    return []
 
 
 def _components_problems(components: Any, reward: float) -> list[str]:

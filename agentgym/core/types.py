@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
-from agentgym.core.info import is_infra_error, success_of
+from agentgym.core.info import ERROR, Outcome, is_infra_error, outcome_of, success_of
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -196,3 +196,18 @@ class Episode:
         """The env's ``info["success"]`` on the last step; ``None`` when it does not say (see
         :mod:`agentgym.core.info`: the one definition of success)."""
         return success_of([t.info for t in self.turns])
+
+    @property
+    def outcome(self) -> Outcome:
+        """The class the episode ended in: ``success``, ``failed``, ``invalid``, ``timeout``,
+        ``truncated`` or ``infra`` (:func:`agentgym.core.info.outcome_of` is the rule)."""
+        infos = [t.info for t in self.turns]
+        return outcome_of(self.reset_info, infos, truncated=self.truncated)
+
+    @property
+    def cause(self) -> str | None:
+        """Why an ``infra`` episode failed (the failing call's ``error``); None otherwise."""
+        for info in (self.reset_info, *(t.info for t in self.turns)):
+            if is_infra_error(info):
+                return str(info.get(ERROR) or "an infrastructure failure, cause not given")
+        return None

@@ -13,7 +13,14 @@ import torch
 from torch import Tensor
 
 from agentgym.core.errors import ConfigError
-from agentgym.core.info import ERROR, ERROR_AT, TRUNCATION_REASON, error_kind, is_infra_error
+from agentgym.core.info import (
+    ERROR,
+    ERROR_AT,
+    OUTCOMES,
+    TRUNCATION_REASON,
+    error_kind,
+    is_infra_error,
+)
 from agentgym.core.types import Episode
 from agentgym.trainers.algorithms import overlong_penalty
 from agentgym.trainers.config import AlgorithmConfig, DAPOConfig
@@ -28,6 +35,7 @@ __all__ = [
     "episode_metrics",
     "flat_groups",
     "oldest_version",
+    "outcome_rates",
     "shape_rewards",
 ]
 
@@ -110,9 +118,17 @@ def dropped_by_kind(episodes: Sequence[Episode]) -> dict[str, float]:
     return counts
 
 
-def admit(
-    episodes: Sequence[Episode], group_size: int, min_version: int | None = None
-) -> Admitted:
+def outcome_rates(episodes: Sequence[Episode]) -> dict[str, float]:
+    """``outcome/<class>``: the fraction of ``episodes`` (before ``admit`` drops any) that ended
+    in each class of :data:`agentgym.core.info.OUTCOMES`, every class present (0.0 included)."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for episode in episodes:
+        counts[episode.outcome] += 1
+    total = max(len(episodes), 1)
+    return {f"outcome/{name}": count / total for name, count in counts.items()}
+
+
+def admit(episodes: Sequence[Episode], group_size: int, min_version: int | None = None) -> Admitted:
     """Split ``episodes`` (groups contiguous) into groups and drop every group holding an
     episode with ``infra_error`` or ``trainable=False``: a group's baseline needs all of it.
     With ``min_version`` (asynchronous training) a group is also dropped, as stale, when one of

@@ -71,6 +71,8 @@ MONITORS: dict[str, _Monitor] = {
     "infra_errors": _Monitor(
         "guards/infra_error_rate", False, MonitorConfig(action="stop", threshold=0.5, patience=3)
     ),
+    "infra_spike": _Monitor("guards/infra_error_rate", False, MonitorConfig(threshold=0.2)),
+    "void_episodes": _Monitor("guards/void_rate", False, MonitorConfig(threshold=0.5, patience=3)),
     "reward_hacking": _Monitor("guards/flagged_rate", False, MonitorConfig(threshold=0.0)),
 }
 """The monitors by name: the metric each watches, its direction and its defaults."""

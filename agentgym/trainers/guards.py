@@ -43,7 +43,7 @@ __all__ = ["MONITORS", "Guards", "GuardsConfig", "MonitorConfig"]
 
 def _fresh_counts() -> dict[str, float]:
     """Episode counts toward the next update's ``guards/*`` rates."""
-    return dict.fromkeys(("episodes", "infra", "flagged", "valid", "judged", "excess"), 0.0)
+    return dict.fromkeys(("episodes", "infra", "void", "flagged", "valid", "judged", "excess"), 0.0)
 
 
 def _fresh_monitor_state() -> dict[str, Any]:
@@ -95,7 +95,9 @@ class Guards:
     def episode_metrics(self, episodes: Sequence[Episode], update: bool) -> dict[str, float]:
         """Rates over the episodes collected for an update (several collect calls when DAPO's
         dynamic sampling asks for more): ``guards/infra_error_rate``, ``guards/flagged_rate``,
-        ``guards/valid_action_rate`` (of steps that say ``invalid_action``) and
+        ``guards/valid_action_rate`` (of steps that say ``invalid_action``),
+        ``guards/void_rate`` (episodes whose every step was an invalid action: outcome
+        ``invalid``) and
         ``guards/return_excess`` (how far a return lies outside ``reward_range``, when there is
         one). Empty until ``update`` (a step that updated the policy, or one whose every
         episode was dropped: its row counts too)."""
@@ -109,6 +111,7 @@ class Guards:
             total = episode.total_reward
             counts["episodes"] += 1
             counts["infra"] += float(episode.infra_error)
+            counts["void"] += float(episode.outcome == "invalid")
             counts["flagged"] += float(any(i.get(k) for i in infos for k in self.config.flag_keys))
             counts["valid"] += len(judged) - sum(judged)
             counts["judged"] += len(judged)
@@ -119,6 +122,7 @@ class Guards:
         self._pending = _fresh_counts()
         metrics = {
             "guards/infra_error_rate": counts["infra"] / counts["episodes"],
+            "guards/void_rate": counts["void"] / counts["episodes"],
             "guards/flagged_rate": counts["flagged"] / counts["episodes"],
         }
         if self.reward_range is not None:

@@ -49,6 +49,7 @@ from agentgym.trainers.episodes import (
     dropped_by_kind,
     episode_metrics,
     flat_groups,
+    outcome_rates,
     shape_rewards,
 )
 from agentgym.trainers.lora import LoraSettings, add_lora, merged_state_dict
@@ -201,6 +202,7 @@ class Trainer:
             "dropped_episodes": float(admitted.dropped_episodes),
             "dropped_groups": float(admitted.dropped_groups),
             **dropped_by_kind(episodes),
+            **outcome_rates(episodes),
         }
         if k:
             metrics["stale_groups"] = float(admitted.stale_groups)

@@ -34,6 +34,11 @@ from agentgym.registry import _ENVS
         ({"truncation_reason": "max_turns"}, "step", {}, "not truncated"),
         ({"truncation_reason": ""}, "step", {"truncated": True}, "non-empty str"),
         ({"success": True}, "reset", {}, "success belongs to step infos"),
+        ({"outcome": "won"}, "step", {}, "outcome 'won' is not one of"),
+        ({"outcome": "infra"}, "step", {}, "outcome 'infra' without infra_error=True"),
+        ({"outcome": "failed"}, "reset", {}, "outcome belongs to step infos"),
+        ({"timed_out": "yes"}, "step", {}, "timed_out 'yes' is a str, not bool"),
+        ({"invalid_action": 1}, "step", {}, "invalid_action 1 is a int, not bool"),
     ],
 )
 def test_problems_names_each_broken_rule(
@@ -70,6 +75,53 @@ def test_success_is_the_last_steps_say_and_never_the_reward() -> None:
     assert _episode({"success": True}, {"success": False}).success is False
     assert _episode({"success": True}, {}).success is None
     assert _episode({}, reward=5.0).success is None  # a positive return is not a success
+
+
+def _ended(*infos: dict[str, Any], truncated: bool = False, reset: Any = None) -> Episode:
+    turns = [Turn(assistant("a"), (), 0.0, False, False, dict(info)) for info in infos]
+    if turns:
+        turns[-1].terminated, turns[-1].truncated = not truncated, truncated
+    return Episode(None, turns=turns, reset_info=dict(reset or {}))
+
+
+INFRA = {"infra_error": True, "error": "sandbox gone"}
+
+
+@pytest.mark.parametrize(
+    ("episode", "outcome"),
+    [
+        (_ended({"success": True}), "success"),
+        (_ended({"success": False}), "failed"),
+        (_ended({}), "failed"),  # the env does not say: attempted, not known to be solved
+        (_ended({"success": True}, {"success": False}), "failed"),  # the last step decides
+        (_ended({"invalid_action": True}, {"invalid_action": True}), "invalid"),
+        (_ended({"invalid_action": True}, {"invalid_action": False}), "failed"),
+        (_ended({"invalid_action": True}, {}), "failed"),  # one step said nothing of it
+        (_ended({"success": False}, truncated=True), "truncated"),
+        (_ended({"invalid_action": True}, truncated=True), "truncated"),
+        (_ended(reset={"truncation_reason": "context_length"}), "truncated"),  # no turn fit
+        (_ended({"timed_out": True, "success": False}), "timeout"),
+        (_ended({"timed_out": True}, truncated=True), "timeout"),  # scored, never dropped
+        (_ended({"timed_out": True}, {"success": True}), "success"),  # a later step solved it
+        (_ended({"success": True}, {**INFRA}), "infra"),
+        (_ended({"timed_out": True, **INFRA}), "infra"),  # outside the model: infra wins
+        (_ended({"success": True}, reset=INFRA), "infra"),
+        (_ended(reset=INFRA), "infra"),
+        (_ended({"success": False, "outcome": "invalid"}), "invalid"),  # the env's own say
+        (_ended({"success": True, "outcome": "infra"}), "success"),  # only infra_error is infra
+        (_ended({"outcome": "failed", **INFRA}), "infra"),
+        (_ended({"outcome": "bogus", "success": True}), "success"),
+    ],
+)
+def test_every_episode_ends_in_exactly_one_outcome(episode: Episode, outcome: str) -> None:
+    assert episode.outcome == outcome
+    assert episode.outcome in keys.OUTCOMES
+    assert (episode.cause is not None) == (outcome == "infra")
+
+
+def test_an_infra_episodes_cause_is_the_failing_calls_error() -> None:
+    assert _ended({}, {**INFRA}).cause == "sandbox gone"
+    assert _ended({}, {"infra_error": True}).cause.startswith("an infrastructure failure")
 
 
 def test_eval_success_rate_counts_only_episodes_the_env_judged() -> None:

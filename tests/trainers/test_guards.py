@@ -120,6 +120,7 @@ def test_episode_rates_accumulate_until_an_update():
     metrics = guards.episode_metrics(second, update=True)
     assert metrics == {
         "guards/infra_error_rate": 0.25,
+        "guards/void_rate": 0.25,  # the first episode: its every step an invalid action
         "guards/flagged_rate": 0.25,
         "guards/return_excess": 2.0,
         "guards/valid_action_rate": 0.5,
@@ -137,8 +138,16 @@ def test_reward_hacking_and_infra_defaults():
         rows(**{"guards/flagged_rate": [0.0, 0.1, 0.0], "guards/infra_error_rate": [0.6] * 3}),
     )
     assert [(e["monitor"], e["update"], e["action"]) for e in events] == [
+        ("infra_spike", 1, "warn"),  # the first update above 0.2 warns at once
         ("reward_hacking", 2, "warn"),
-        ("infra_errors", 3, "stop"),
+        ("infra_errors", 3, "stop"),  # above 0.5 for 3 updates in a row stops
+    ]
+
+
+def test_void_episodes_warn_after_three_updates_mostly_void():
+    events = replay(Guards(), rows(**{"guards/void_rate": [0.6, 0.9, 0.4, 0.7, 0.8, 0.9, 1.0]}))
+    assert [(e["monitor"], e["update"], e["action"]) for e in events] == [
+        ("void_episodes", 6, "warn")  # the streak 0.7, 0.8, 0.9 (the 0.4 broke the first one)
     ]
 
 
@@ -182,8 +191,17 @@ def run_to(
 
     source = FlaggingSource(guards, at=4, staleness=staleness)  # the 5th batch: update 5
     with contextlib.suppress(KeyboardInterrupt), contextlib.redirect_stdout(io.StringIO()):
-        fit(trainer, source, steps=steps, out=out, checkpoint_every=1, keep_checkpoints=keep,
-            on_metrics=maybe_kill, guards=guards, recorder=RunFolder(out))
+        fit(
+            trainer,
+            source,
+            steps=steps,
+            out=out,
+            checkpoint_every=1,
+            keep_checkpoints=keep,
+            on_metrics=maybe_kill,
+            guards=guards,
+            recorder=RunFolder(out),
+        )
     return trainer, guards
 
 

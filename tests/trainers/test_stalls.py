@@ -112,9 +112,13 @@ def test_steps_that_drop_every_episode_stop_the_run_naming_the_causes(tiny, tmp_
     assert [r["empty_steps"] for r in empty] == [1, 2, 3]
     assert all(r["dropped/infra"] == 6 and r["dropped/env"] == 2 for r in empty)
     assert all(r["guards/infra_error_rate"] == 1.0 for r in empty)
-    # the guards saw the empty steps: the infra-error guard tripped on the third
+    # the guards saw the empty steps: the spike warned on the first, the infra-error guard
+    # tripped on the third
     events = [json.loads(line) for line in (tmp_path / EVENTS_FILE).read_text().splitlines()]
-    assert [(e["monitor"], e["action"]) for e in events] == [("infra_errors", "stop")]
+    assert [(e["monitor"], e["action"]) for e in events] == [
+        ("infra_spike", "warn"),
+        ("infra_errors", "stop"),
+    ]
     assert "guard infra_errors" in said.getvalue()
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from agentgym import models
+from agentgym.core.info import OUTCOMES
 from agentgym.core.types import Episode
 from agentgym.error import ConfigError, DynamicSamplingExhausted
 from agentgym.inference.hf import HFEngine
@@ -113,11 +114,19 @@ def test_infra_errors_and_untrainable_episodes_drop_their_groups(tiny):
     episodes = synthetic_episodes(3, 4, seed=3)
     episodes[1].turns[-1].info["infra_error"] = True
     episodes[9].trainable = False
+    episodes[5].turns[-1].info["timed_out"] = True  # the model's own timeout: scored, kept
     metrics = trainer.step(episodes)
     assert metrics["dropped_episodes"] == 2
     assert metrics["dropped_groups"] == 2
     assert metrics["episodes"] == 4
     assert metrics["update"] == 1
+    # Each class's share of every episode collected, the dropped ones included.
+    outcomes = {k: v for k, v in metrics.items() if k.startswith("outcome/")}
+    assert set(outcomes) == {f"outcome/{name}" for name in OUTCOMES}
+    assert outcomes["outcome/infra"] == outcomes["outcome/timeout"] == 1 / 12
+    assert sum(outcomes.values()) == pytest.approx(1.0)
+    expected = [e.outcome for e in episodes].count("failed") / 12
+    assert outcomes["outcome/failed"] == pytest.approx(expected)
     before = {k: v.clone() for k, v in trainer.policy_state_dict().items()}
     nothing = trainer.step(episodes[:4] + episodes[8:])  # both groups broken
     assert nothing["update"] == 0
