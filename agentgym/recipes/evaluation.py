@@ -123,7 +123,9 @@ class EvalRun:
     def records(self) -> Iterator[dict[str, Any]]:
         """One JSON-safe row per episode: ``task_id``, ``task`` (its index), ``sample``,
         ``seed`` (reset seed), ``messages``, ``reward`` (the return), ``success``, ``turns``,
-        ``tokens`` (sampled), ``infra_error`` and ``info`` (the last step's, or the reset's)."""
+        ``tokens`` (sampled), ``outcome`` (``Episode.outcome``), ``cause`` (an ``infra``
+        episode's error, else None), ``infra_error`` and ``info`` (the last step's, or the
+        reset's)."""
         for episode in self.episodes:
             last = episode.turns[-1].info if episode.turns else episode.reset_info
             yield {
@@ -136,6 +138,8 @@ class EvalRun:
                 "success": episode.success,
                 "turns": len(episode.turns),
                 "tokens": int(episode.metrics.get("sampled_tokens", 0.0)),
+                "outcome": episode.outcome,
+                "cause": episode.cause,
                 "infra_error": episode.infra_error,
                 "info": json_safe({k: v for k, v in last.items() if k != "tools"}),
             }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,10 @@ def succeeded(episode: Episode) -> bool | None:
     return episode.success
 
 
+_NOTABLE = ("timeout", "truncated", "invalid")
+"""Outcome classes ``EvalResult.describe`` counts beside the success rate."""
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Per-episode outcomes of an evaluation, keyed by the map (or task) each one played."""
@@ -67,18 +72,21 @@ class EvalResult:
     failures: list[tuple[str | None, str, str]] = field(default_factory=list)
     """``(map key, kind, error)`` per episode that failed outside the model (``failure_of``):
     not judged, and its return is not counted."""
+    classes: dict[str, int] = field(default_factory=dict)
+    """Episodes per outcome class (``Episode.outcome``: ``success``, ``failed``, ``invalid``,
+    ``timeout``, ``truncated``, ``infra``), the classes no episode ended in left out."""
 
     @classmethod
     def of(cls, episodes: Sequence[Episode]) -> EvalResult:
         """The result of played ``episodes``: each one an outcome or a failure."""
-        outcomes, failures = [], []
+        outcomes, failures, classes = [], [], Counter(e.outcome for e in episodes)
         for episode in episodes:
             failed = failure_of(episode)
             if failed is None:
                 outcomes.append((episode_task(episode), episode.success, episode.total_reward))
             else:
                 failures.append((episode_task(episode), *failed))
-        return cls(outcomes, failures)
+        return cls(outcomes, failures, dict(classes))
 
     @property
     def episodes(self) -> int:
@@ -110,7 +118,7 @@ class EvalResult:
         """The episodes whose task key ``keep`` accepts (e.g. tasks never seen in training)."""
         return EvalResult(
             [o for o in self.outcomes if keep(o[0])], [f for f in self.failures if keep(f[0])]
-        )
+        )  # the classes are of the whole evaluation: not kept for a part
 
     def causes(self) -> list[tuple[str, int, str]]:
         """``(kind, episodes, example error)`` per cause of failure, most frequent first."""
@@ -129,12 +137,15 @@ class EvalResult:
             "success_rate": self.success_rate if self.judged else None,
             "ci95": [low, high],
             "mean_return": self.mean_return,
+            "outcomes": dict(self.classes),
         }
 
     def describe(self) -> str:
         """One line: the success rate with its 95% interval and the mean return, and how many
         episodes failed outside the model (``failure_lines`` says why)."""
         failed = f"; {len(self.failures)} failed outside the model" if self.failures else ""
+        notable = [f"{self.classes[c]} {c}" for c in _NOTABLE if self.classes.get(c)]
+        failed = f"; {', '.join(notable)}{failed}" if notable else failed
         if not self.judged:
             return f"success unknown: none of {self.episodes} episodes judged{failed}"
         low, high = self.interval

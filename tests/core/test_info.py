@@ -131,6 +131,22 @@ def test_eval_success_rate_counts_only_episodes_the_env_judged() -> None:
     assert result.to_dict()["success_unknown"] == 2
 
 
+def test_an_evaluation_counts_every_outcome_and_names_the_scored_ones_beside_success() -> None:
+    played = [
+        _ended({"success": True}),
+        _ended({"timed_out": True, "success": False}),
+        _ended({"timed_out": True}),
+        _ended({"success": False}, truncated=True),
+        _ended({"success": False}),
+        _ended({**INFRA}),
+    ]
+    result = EvalResult.of(played)
+    assert result.classes == {"success": 1, "timeout": 2, "truncated": 1, "failed": 1, "infra": 1}
+    assert result.to_dict()["outcomes"] == result.classes
+    assert (result.judged, result.successes) == (4, 1)  # the timeout that says success: judged
+    assert "2 timeout, 1 truncated; 1 failed outside the model" in result.describe()
+
+
 class Faulty(AgentEnv):
     """Terminates on the second step; ``fault`` picks what its step info gets wrong."""
 
