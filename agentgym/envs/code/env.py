@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from agentgym.core.deprecation import renamed_argument
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import SandboxError
+from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.core.types import Action, Observation, action_text, system, user
 from agentgym.envs.code.grader import GradeResult, grade
+from agentgym.envs.code.packages import check_packages, package_names
 from agentgym.envs.code.tasks import CodeTask, load_tasks
 from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
 from agentgym.envs.tasks import choose_task
@@ -135,11 +137,18 @@ class CodeEnv(AgentEnv):
         max_attempts: int = 1,
         render_mode: str | None = None,
         data: str | None = None,
+        packages: Sequence[str] | None = None,
+        image: str | None = None,
     ) -> None:
         tasks = renamed_argument("data", data, "tasks", tasks)
         super().__init__(tools=(), render_mode=render_mode)
         choice("reward", reward, ("all", "fraction"))
-        self.reward_mode, self.backend = reward, resolve_sandbox(sandbox)
+        self.reward_mode, self.image = reward, _image(image, sandbox)
+        if image is None:
+            self.backend = resolve_sandbox(sandbox)
+        else:
+            self.backend = resolve_sandbox("docker", image=image)
+        self.packages = package_names(packages)
         self.timeout = seconds("timeout", timeout)
         self.limits = Limits(
             memory=integer("memory_mb", memory_mb, 16) * MiB,
@@ -200,7 +209,14 @@ class CodeEnv(AgentEnv):
     async def _grade(self, task: CodeTask, code: str) -> GradeResult:
         try:
             if self._sandbox is None:
-                self._sandbox = await open_sandbox(self.backend, limits=self.limits)
+                image = {} if self.image is None else {"image": self.image}
+                sandbox = await open_sandbox(self.backend, limits=self.limits, **image)
+                try:
+                    await check_packages(sandbox, self.packages, self.limits)
+                except BaseException:
+                    await sandbox.close()
+                    raise
+                self._sandbox = sandbox
         except SandboxError as e:
             return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
         return await grade(
@@ -210,6 +226,7 @@ class CodeEnv(AgentEnv):
             timeout=self.timeout,
             limits=self.limits,
             all_=self.reward_mode == "all",
+            packages=self.packages,
         )
 
     def _reward(self, result: GradeResult | None) -> float:
@@ -218,6 +235,21 @@ class CodeEnv(AgentEnv):
         if self.reward_mode == "fraction":
             return result.passed / result.total
         return 1.0 if result.all_passed else 0.0
+
+
+def _image(image: object, sandbox: str) -> str | None:
+    if image is None:
+        return None
+    if not isinstance(image, str) or not image:
+        raise ConfigError("image", image, "must be a Docker image tag", "pass image='my/python:1'")
+    if sandbox not in ("auto", "docker"):
+        raise ConfigError(
+            "image",
+            image,
+            f"is the docker backend's, not sandbox={sandbox!r}'s",
+            "pass sandbox='docker'",
+        )
+    return image
 
 
 def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> dict[str, Any]:

@@ -63,11 +63,13 @@ import hmac
 import json
 import secrets
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard
 
 from agentgym.core.errors import SandboxError, SandboxFileError
+from agentgym.envs.code.packages import missing_module_hint
 from agentgym.envs.code.tasks import CodeTask, StdioCase
 from agentgym.sandbox import Limits, RunResult, Sandbox
 
@@ -134,17 +136,30 @@ def solution_source(task: CodeTask, code: str) -> str:
 
 
 async def grade(
-    sandbox: Sandbox, task: CodeTask, code: str, *, timeout: float, limits: Limits, all_: bool
+    sandbox: Sandbox,
+    task: CodeTask,
+    code: str,
+    *,
+    timeout: float,
+    limits: Limits,
+    all_: bool,
+    packages: Sequence[str] = (),
 ) -> GradeResult:
-    """Grade ``code`` on ``task`` in a freshly reset ``sandbox``; ``all_`` stops at a failure."""
+    """Grade ``code`` on ``task`` in a freshly reset ``sandbox``; ``all_`` stops at a failure.
+
+    ``packages`` (the modules the sandbox offers beyond the standard library) are named to the
+    model when its code imports a module the sandbox lacks."""
     try:
         await sandbox.reset()
         if task.format == "function":
-            return await _grade_function(sandbox, task, code, timeout, limits)
-        await sandbox.write_file("solution.py", solution_source(task, code))
-        return await _grade_stdio(sandbox, task, timeout, limits, stop_early=all_)
+            result = await _grade_function(sandbox, task, code, timeout, limits)
+        else:
+            await sandbox.write_file("solution.py", solution_source(task, code))
+            result = await _grade_stdio(sandbox, task, timeout, limits, stop_early=all_)
     except (SandboxError, SandboxFileError, OSError) as e:
         return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
+    hint = missing_module_hint(result.failure, packages) if result.failure else ""
+    return dataclasses.replace(result, failure=result.failure + hint) if hint else result
 
 
 async def _grade_function(
