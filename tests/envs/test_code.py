@@ -169,6 +169,13 @@ IMPORTED = {  # (task, answer, reward)
         1.0,
     ),
     "numpy, wrong": ("HumanEval/0", NUMPY_CLOSE.format(mask=""), 0.0),
+    "numpy by __import__": (
+        "HumanEval/0",
+        NUMPY_CLOSE.format(mask="[~np.eye(len(a), dtype=bool)]").replace(
+            "import numpy as np", "np = __import__('numpy')"
+        ),
+        1.0,
+    ),
     "import solution, __name__, __file__": (
         "HumanEval/0",
         "import sys\nimport solution\n"

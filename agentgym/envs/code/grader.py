@@ -223,7 +223,8 @@ def functions_under_test(prompt: str, snippets: tuple[str, ...]) -> frozenset[st
 
 @functools.lru_cache(maxsize=1024)
 def imports_beyond_stdlib(*sources: str) -> bool:
-    """Whether ``sources`` import a module outside the standard library (or do not parse): a
+    """Whether ``sources`` import a module outside the standard library, may import one by a
+    name only known when they run (``__import__``, ``import_module``), or do not parse: a
     process that runs them then needs ``site`` (site-packages); one that does not starts
     faster without it (``python -S``)."""
     for source in sources:
@@ -232,6 +233,9 @@ def imports_beyond_stdlib(*sources: str) -> bool:
         except Exception:  # a syntax error, or code nested too deeply to parse
             return True
         for node in ast.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if name in ("__import__", "import_module"):
+                return True
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
