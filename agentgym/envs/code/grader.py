@@ -44,8 +44,9 @@ trace the sandbox's helper process (same user): that lets it fake the run's exit
 the run, which the verdict does not depend on. A test that passes its expected value as an
 argument shows it to the answer. Behaviour differs from running the tests next to the code:
 results must be plain data (a ``Counter``, a ``namedtuple``, a generator or an object of the
-answer's own class fails, even where ``==`` would have said True), the answer cannot change the
-tests' arguments in place, and tests must import their own helpers: a name the tests use that
+answer's own class fails, even where ``==`` would have said True; the candidate sends numpy
+scalars as the builtin values they hold), the answer cannot change the tests' arguments in
+place, and tests must import their own helpers: a name the tests use that
 nothing trusted defines is looked up in the answer (a function becomes a proxy, so a test that
 compares through, say, an ``isclose`` only the answer imported trusts the answer's; a standard
 module is imported by the checker itself; anything else stays undefined). Each run costs a
