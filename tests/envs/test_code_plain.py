@@ -239,3 +239,5 @@ def test_only_sources_importing_beyond_the_standard_library_need_site() -> None:
     assert imports_beyond_stdlib("import numpy as np")
     assert imports_beyond_stdlib("def f():\n    from pytest import raises\n")
     assert imports_beyond_stdlib("def broken(:\n")  # unknown: give it site-packages
+    assert imports_beyond_stdlib("np = __import__('numpy')")  # by a name known when it runs
+    assert imports_beyond_stdlib("import importlib\nsp = importlib.import_module('sympy')")

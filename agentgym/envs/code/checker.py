@@ -271,12 +271,17 @@ def _prepare(job: dict) -> tuple[dict, list, set[str]]:
     ``job["entry"]`` names the functions under test (the host found them: the prompt's stubs
     and what a top-level ``check(...)`` receives); other names the tests use that neither the
     prompt nor the builtins define are asked for too (a list of asserts calls the answer's
-    functions by name)."""
-    namespace: dict = {"__name__": "__main__"}
+    functions by name).
+
+    The prompt runs as the answer's module does (``__name__`` is ``"solution"``: a
+    ``__main__`` block of it does not run), the tests as ``__main__`` (a test of theirs that
+    only a ``__main__`` block holds still runs)."""
+    namespace: dict = {"__name__": "solution"}
     try:
         exec(compile(job["prompt"], "prompt.py", "exec"), namespace)
     except Exception:  # a prompt that does not run alone (a body continues it): no helpers
-        namespace = {"__name__": "__main__"}
+        namespace = {}
+    namespace["__name__"] = "__main__"
     tests, used = [], set()
     for index, snippet in enumerate(job["snippets"]):
         try:

