@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
+from agentgym.core.info import outcome_of
 from agentgym.envs.code import CodeEnv, last_code_block, normalise_output
 from agentgym.error import ConfigError, EnvStateError, SandboxError, SandboxUnavailable
 
@@ -113,6 +114,7 @@ def test_no_code_block_scores_zero_without_running(env: Any) -> None:
     reward, info, text = play(env, "HumanEval/0", "return True  # forgot the fence")
     assert reward == 0.0
     assert info["no_code_block"]
+    assert outcome_of({}, [info], truncated=False) == "invalid"  # a format error, scored
     assert info["exit_code"] is None
     assert "No fenced code block" in text
 
@@ -310,6 +312,9 @@ def test_infinite_loop_reports_a_timeout() -> None:
         reward, info, text = play(env, "HumanEval/0", fenced(HOSTILE["infinite loop"]))
         assert reward == 0.0
         assert info["timed_out"]
+        # the model's own hang: outcome timeout, scored (its reward stands), never dropped
+        assert outcome_of({}, [info], truncated=False) == "timeout"
+        assert not info["infra_error"]
         assert "time limit" in text
     finally:
         env.close()

@@ -274,6 +274,7 @@ def _step_info(episode: _Episode, result: GradeResult | None, reward: float) -> 
         "attempt": episode.attempts,
         "success": graded.all_passed,
         "no_code_block": result is None,
+        "invalid_action": result is None,
         "tests_passed": graded.passed,
         "tests_total": graded.total,
         "exit_code": graded.exit_code,
