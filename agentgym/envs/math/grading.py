@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded
-from agentgym.envs.math.answers import MAX_VALUES, perturbations, stated
+from agentgym.envs.math.answers import MAX_VALUES, canonical, perturbations, stated
 from agentgym.extras import pip_install
 
 __all__ = [
@@ -47,6 +47,10 @@ __all__ = [
 MAX_ANSWER_CHARS = 300
 log = logging.getLogger(__name__)
 _BOXED_RE = re.compile(r"\\boxed\s*\{")
+_INEQUALITY = re.compile(
+    r"[<>]|\\(?:le|ge|leq|geq|lt|gt|leqslant|geqslant|neq|ne)(?![A-Za-z])"
+    r"|\\in\s*(?:\\left)?\s*[(\[]"
+)
 _FRAC_RE = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
 
 
@@ -100,11 +104,17 @@ def require_math_verify() -> None:
 
 def verify_answer(reference: str, answer: str, *, exact: bool = False) -> bool:
     """Whether ``answer`` equals ``reference`` (blocking; no timeout of its own)."""
-    equal = _same(f"${reference}$", f"\\boxed{{{answer}}}")
+    sets = _inequality(reference)  # ``-2 \\le x \\le 7`` is ``x \\in [-2, 7]``, both ways
+    equal = _same(f"${reference}$", f"\\boxed{{{answer}}}", sets=sets)
     return equal and (not exact or _written_form(answer) == _written_form(reference))
 
 
-def _same(gold_text: str, predicted_text: str) -> bool:
+def _inequality(text: str) -> bool:
+    """Whether ``text`` is an inequality, or a membership in an interval (``x \\in [1, 2)``)."""
+    return bool(_INEQUALITY.search(text))
+
+
+def _same(gold_text: str, predicted_text: str, *, sets: bool = False) -> bool:
     """Whether math-verify reads the two texts as equal (a parser failure: not equal)."""
     from math_verify import parse, verify
 
@@ -115,7 +125,11 @@ def _same(gold_text: str, predicted_text: str) -> bool:
     try:
         gold = parse(gold_text, parsing_timeout=None)  # type: ignore[arg-type]
         predicted = parse(predicted_text, parsing_timeout=None)  # type: ignore[arg-type]
-        return bool(gold and predicted and verify(gold, predicted, timeout_seconds=None))  # type: ignore[arg-type]
+        return bool(
+            gold
+            and predicted
+            and verify(gold, predicted, timeout_seconds=None, allow_set_relation_comp=sets)
+        )  # type: ignore[arg-type]
     except Exception:  # model text that breaks the parser is a wrong answer, not a crash
         log.debug("math-verify failed on %r", predicted_text, exc_info=True)
         return False
@@ -124,11 +138,14 @@ def _same(gold_text: str, predicted_text: str) -> bool:
 def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[bool, str]:
     """Whether ``answer`` states exactly the values of ``reference`` (blocking), and if it
     hedges, how: the module docstring gives the rule."""
+    reference, answer = canonical(reference), canonical(answer)
     gold = stated(reference)
-    equation = gold.relation  # an equation or an inequality is one value: compare it whole
+    # An equation or an inequality is one value: compare it whole (``x < 1`` is ``-x > -1``).
+    equation = gold.relation or _inequality(reference)
     if equation:
         gold = stated(reference, relations=False)
     said = stated(answer, allowed=gold.vocabulary, relations=not equation)
+    said.values = list(dict.fromkeys(said.values))  # the same value written twice is one
     if said.unclear:
         return False, f"notation that could hide another value: {' '.join(said.unclear[:5])}"
     if len(said.values) > MAX_VALUES:
