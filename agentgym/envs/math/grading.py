@@ -145,7 +145,8 @@ def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[b
     if equation:
         gold = stated(reference, relations=False)
     said = stated(answer, allowed=gold.vocabulary, relations=not equation)
-    said.values = list(dict.fromkeys(said.values))  # the same value written twice is one
+    gold.values = list(dict.fromkeys(gold.values))  # the same value written twice is one
+    said.values = list(dict.fromkeys(said.values))
     if said.unclear:
         return False, f"notation that could hide another value: {' '.join(said.unclear[:5])}"
     if len(said.values) > MAX_VALUES:
