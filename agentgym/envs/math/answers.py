@@ -426,9 +426,17 @@ def perturbations(value: str, limit: int = 24) -> list[tuple[str, str]]:
     for i, piece in enumerate(pieces):
         if piece.startswith("\\") and piece[1:] in _TEXT:
             skip = _group(pieces, i + 1)[1]  # units and words in text are not values
+            if pieces[skip : skip + 1] == ["^"]:  # nor is a unit's power (cm^2)
+                skip = (
+                    _group(pieces, skip + 1)[1]
+                    if pieces[skip + 1 : skip + 2] == ["{"]
+                    else skip + 2
+                )
         if i < skip:
             continue
-        if piece[0].isdigit():
+        if piece[0].isdigit() and _exponent(pieces, i):
+            new = str(int(piece) + 1) if piece.isdigit() else "7" + piece  # sympy stays quick
+        elif piece[0].isdigit():
             new = "7" + piece  # over 7 times larger: far past any float tolerance
         elif len(piece) == 1 and piece.isalpha() and piece not in "ei" and piece not in bound:
             new = r"\zeta "
@@ -436,3 +444,9 @@ def perturbations(value: str, limit: int = 24) -> list[tuple[str, str]]:
             continue
         found.append(("".join([*pieces[:i], new, *pieces[i + 1 :]]), piece))
     return found[:limit]
+
+
+def _exponent(pieces: list[str], i: int) -> bool:
+    """Whether ``pieces[i]`` is an exponent (``x^2``, ``x^{2}``)."""
+    before = [p for p in pieces[:i] if not p.isspace()]
+    return before[-1:] == ["^"] or before[-2:] == ["^", "{"]

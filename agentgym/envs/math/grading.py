@@ -51,6 +51,7 @@ _INEQUALITY = re.compile(
     r"[<>]|\\(?:le|ge|leq|geq|lt|gt|leqslant|geqslant|neq|ne)(?![A-Za-z])"
     r"|\\in\s*(?:\\left)?\s*[(\[]"
 )
+_MEMBER = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*\\in(?![A-Za-z])")
 _FRAC_RE = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
 
 
@@ -147,6 +148,8 @@ def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[b
     said = stated(answer, allowed=gold.vocabulary, relations=not equation)
     gold.values = list(dict.fromkeys(gold.values))  # the same value written twice is one
     said.values = list(dict.fromkeys(said.values))
+    if equation and _MEMBER.match(answer) and len(said.values) == answer.count(r"\cup") + 1:
+        said.values = [answer]  # x \in (a, b) \cup (c, d): one set, against an inequality
     if said.unclear:
         return False, f"notation that could hide another value: {' '.join(said.unclear[:5])}"
     if len(said.values) > MAX_VALUES:
@@ -173,6 +176,13 @@ def _read_whole(values: list[str]) -> tuple[bool, str]:
     return True, ""
 
 
+def _several_valued(reference: str) -> bool:
+    """Whether ``reference`` states several values (``1, 2``, ``\\{1, 2\\}``, ``\\pm 3``)."""
+    text = canonical(reference)
+    relations = not (stated(text).relation or _inequality(text))
+    return len(set(stated(text, relations=relations).values)) > 1
+
+
 def _same_values(gold: list[str], said: list[str]) -> bool:
     """Whether each value said equals a different value of ``gold`` (equal lengths)."""
     left = list(gold)
@@ -191,7 +201,9 @@ async def grade(response: str, reference: str, *, exact: bool, timeout: float) -
         return Verdict(False, None, "no_boxed_answer")
     answer = boxes[-1]
     if len(set(boxes)) > 1:
-        return Verdict(False, answer, "several_boxed_answers")
+        if not _several_valued(reference):
+            return Verdict(False, answer, "several_boxed_answers")
+        answer = ", ".join(dict.fromkeys(boxes))  # one box per value of the reference: all of them
     if len(answer) > MAX_ANSWER_CHARS:
         return Verdict(False, answer[:MAX_ANSWER_CHARS], "too_long")
     try:
