@@ -325,3 +325,14 @@ def test_canonical_spellings() -> None:
     assert canonical("204_3") == "204_3"  # not a base-3 numeral: left as written
     assert canonical("x_1") == "x_1"
     assert canonical("\\\\frac{1}{2}") == "\\frac{1}{2}"
+
+
+def test_one_box_per_value_of_a_several_valued_reference() -> None:
+    """Boxing each solution of a several-valued reference is its answer; one extra box, or any
+    second box against a one-value reference, is a hedge."""
+    assert score("\\boxed{(2, 2)} and \\boxed{(6, 2)}", "(2, 2), (6, 2)")[:2] == (True, "correct")
+    assert score("\\boxed{-3}, \\boxed{3}, \\boxed{3}", "\\pm 3")[:2] == (True, "correct")
+    assert score("\\boxed{1} \\boxed{2} \\boxed{3}", "1, 2")[:2] == (False, "wrong")
+    assert score("\\boxed{1} \\boxed{1}", "1, 2")[:2] == (False, "wrong")
+    assert score("\\boxed{3} or \\boxed{4}", "3")[:2] == (False, "several_boxed_answers")
+    assert score("\\boxed{1, 2} \\boxed{3}", "1, 2")[:2] == (False, "wrong")
