@@ -16,7 +16,8 @@ round: it splits it into the values it states, at
 and reports as ``unclear`` any notation outside what it knows to be part of one value (an
 unknown command, a connective inside brackets, a ``\\text{}`` followed by a number, an
 unpaired ``|``), unless the reference uses it too. Tuples and intervals (``(1, 2)``,
-``[2, 4)``) are one value each.
+``[2, 4)``) are one value each. ``canonical`` first writes the spellings of one value plainly
+(thousands separators, percents, bases, sets in plain braces, doubled backslashes).
 """
 
 from __future__ import annotations

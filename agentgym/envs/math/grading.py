@@ -2,8 +2,10 @@
 
 The rule: the answer is the content of the **last** ``\\boxed{...}`` of the response. It scores 0
 when there is none, when the response boxes two or more *different* answers (a hedge: boxing the
-same answer twice is fine), when the box holds more than ``MAX_ANSWER_CHARS`` characters, when it
-hedges inside one box, or when ``math-verify`` finds it unequal to the reference. Equal values
+same answer twice is fine; against a reference with several values, the boxes together are the
+answer, so ``\\boxed{1}`` and ``\\boxed{2}`` answer ``1, 2``), when the box holds more than
+``MAX_ANSWER_CHARS`` characters, when it hedges inside one box, or when ``math-verify`` finds it
+unequal to the reference. Equal values
 in any form score 1 (``1/2``, ``0.5``, ``\\frac{1}{2}``, ``\\dfrac12``, ``x = 0.5``), except for
 tasks marked ``exact`` (e.g. "simplify the fraction"), whose written form must match too.
 
@@ -16,6 +18,17 @@ notation. math-verify alone would not do: around a command it does not know it k
 expression (``3 \\star 4`` reads as 4), so notation outside what ``answers`` knows to be part
 of one value scores 0 unless the reference uses it too. Tuples and intervals (``(1, 2)``,
 ``[2, 4]``) are single values, compared whole (so an interval never equals a number in it).
+
+What is one value (``answers.canonical`` writes each plainly before anything is compared): a
+number with thousands separators in any spelling (``1,000``, ``1{,}000``, ``1,\\!000``,
+``1\\,000``, ``1~000``; a comma inside the brackets of an interval, tuple or set separates
+values instead, so ``(2,12) \\cup (12,102)`` is two intervals); a percent (``35.0\\%`` is
+``35\\%``); a number in a base (``204_5`` is 54); a set in plain braces (``{2, 3}``, its
+elements the values); ``name = value`` (the name is the subject, ``(x, y) = (5, 8)`` included);
+an inequality, when the reference is one, compared whole (``x < 1`` equals ``-x > -1``, and
+``-2 \\le x \\le 7`` equals ``x \\in [-2, 7]``); sums, integrals and limits, whose bound
+variable may have any name; units and text around one number. ``docs/math_grading.md`` lists
+them, and how the rule agrees with reference graders' test suites.
 
 ``math-verify``'s own timeouts use ``SIGALRM``, which works only on the main thread; they are
 off here, and ``grade`` runs it in a worker thread under an asyncio deadline instead. An answer
