@@ -281,7 +281,7 @@ STRUCTURES_EQUAL = [
     ("\\{2, 3, 5, 7, 13\\}", "{2, 3, 5, 7, 13}"),
     ("x < 1", "-x > -1"),
     ("(5, 8), (8, 5)", "(x, y) = (5, 8) \\text{ and } (8, 5)"),
-    ("204_5", "54"),
+    ("204_5", "204_{5}"),
     ("204_5", "204_5"),
     ("1000", "1\\,000"),
     ("1000", "1~000"),
@@ -313,6 +313,19 @@ STRUCTURES_EQUAL = [
 def test_a_structure_in_any_spelling_scores(reference: str, answer: str) -> None:
     correct, why = check_answer(reference, answer)
     assert correct, f"{answer!r} graded unequal to {reference!r} ({why})"
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"), [("204_5", "54"), ("54", "204_5"), ("10_2", "2"), ("204_5", "204_6")]
+)
+def test_a_number_in_another_base_than_the_references_scores_zero(
+    reference: str, answer: str
+) -> None:
+    """Equal values, but "write 54 in base 5" is not answered by 54, nor "204_5 in decimal" by
+    204_5."""
+    correct, why = check_answer(reference, answer)
+    assert not correct
+    assert "base" in why
 
 
 def test_canonical_spellings() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Statement", "canonical", "perturbations", "stated"]
+__all__ = ["Statement", "canonical", "numerals", "perturbations", "stated"]
 
 MAX_VALUES = 16
 _UNICODE = {
@@ -164,6 +164,16 @@ def _percent(match: re.Match[str]) -> str:
     """``35.0\\%`` as ``35\\%`` (math-verify takes only whole percents); ``35.5\\%`` as 35.5."""
     fraction = match.group(2).rstrip("0")
     return f"{match.group(1)}\\%" if not fraction else f"{match.group(1)}.{fraction}"
+
+
+def numerals(text: str) -> list[tuple[str, int]]:
+    """The numbers ``text`` writes in a base other than 10 (``204_5``: ``("204", 5)``), sorted:
+    an answer must use the reference's base (``54`` does not answer "write 54 in base 5")."""
+    found = []
+    for match in _BASE.finditer(text):
+        if _in_base(match) != match.group():
+            found.append((match.group(1), int(match.group(2) or match.group(3))))
+    return sorted(n for n in found if n[1] != 10)
 
 
 def _in_base(match: re.Match[str]) -> str:

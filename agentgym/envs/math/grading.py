@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded
-from agentgym.envs.math.answers import MAX_VALUES, canonical, perturbations, stated
+from agentgym.envs.math.answers import MAX_VALUES, canonical, numerals, perturbations, stated
 from agentgym.extras import pip_install
 
 __all__ = [
@@ -152,6 +152,9 @@ def _same(gold_text: str, predicted_text: str, *, sets: bool = False) -> bool:
 def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[bool, str]:
     """Whether ``answer`` states exactly the values of ``reference`` (blocking), and if it
     hedges, how: the module docstring gives the rule."""
+    if numerals(reference) != numerals(answer):
+        bases = sorted({base for _, base in numerals(reference)}) or [10]
+        return False, f"the reference writes its numbers in base {', '.join(map(str, bases))}"
     reference, answer = canonical(reference), canonical(answer)
     gold = stated(reference)
     # An equation or an inequality is one value: compare it whole (``x < 1`` is ``-x > -1``).
