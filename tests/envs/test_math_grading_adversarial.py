@@ -208,6 +208,9 @@ def test_a_hedged_answer_scores_zero_through_the_env() -> None:
 # The structures a box is read as (intervals, sets, thousands separators, percents, relations,
 # bases, bound variables): a hedge built from any of them still scores 0 ...
 STRUCTURE_HEDGES = [
+    ("p=5,q=2;p=7,q=2", "(5,2),(7,2),(1,1)"),
+    ("p=5,q=2;p=7,q=2", "(2,5),(2,7)"),
+    ("p=5,q=2;p=7,q=2", "(5,2)"),
     ("(2,12)", "(2,12) \\lor (3,4)"),
     ("(2, 12) \\cup (12, 102)", "(2,12) \\cup (12,102) \\cup (200,300)"),
     ("(2, 12) \\cup (12, 102)", "(2,12102)"),
@@ -274,6 +277,8 @@ def test_a_hedge_in_a_structure_scores_zero(reference: str, answer: str) -> None
 
 # ... and each structure, written as MATH's solutions and models write it, scores 1.
 STRUCTURES_EQUAL = [
+    ("p=5,q=2;p=7,q=2", "(5,2),(7,2)"),
+    ("p=5,q=2;p=7,q=2", "q=2,p=5;q=2,p=7"),
     ("(2, 12) \\cup (12, 102)", "(2,12) \\cup (12,102)"),
     ("11111111100", "11,\\! 111,\\! 111,\\! 100"),
     ("16386.20", "\\$16,\\!386.20"),

@@ -26,7 +26,7 @@ THIS = "tests/envs/test_math_reference_graders.py"
 BAR = 0.98
 # Raw agreement (deliberate disagreements counted as disagreements) where the reference suite's
 # own wrong verdicts alone keep it under the bar; docs/math_grading.md gives the argument.
-RAW_FLOOR = {"math_verify": 0.89, "math_is_equiv": 0.875}
+RAW_FLOOR = {"math_verify": 0.9, "math_is_equiv": 0.875}
 
 
 def _load(name: str) -> list[dict[str, Any]]:

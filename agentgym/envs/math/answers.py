@@ -139,10 +139,12 @@ def canonical(box: str) -> str:
     math-verify): a doubled backslash before a command (``\\\\frac``, escaped twice),
     thousands separators (``1,000``, ``1{,}000``, ``1,\\!000``, ``1\\,000``, ``1~000``; a plain
     comma only outside brackets, so ``(12,102)`` stays an interval), ``35.0\\%`` (``35\\%``),
-    ``28 percent``, a number in a base (``204_5`` is 54) and a set in plain braces
-    (``{1, 2}`` is ``\\{1, 2\\}``)."""
+    ``28 percent``, a number in a base (``204_5`` is 54), a set in plain braces
+    (``{1, 2}`` is ``\\{1, 2\\}``) and named solutions (``p=5,q=2;p=7,q=2`` is
+    ``(5,2),(7,2)``)."""
     text = box.strip().strip("$").strip()
     text = _ESCAPED.sub(r"\\", text)
+    text = _named_tuples(text)
     text = _THOUSANDS.sub("", _plain_sets(text))
     text = _plain_thousands(text)
     text = _PERCENT_WORD.sub(r"\1\\%", text)
@@ -164,6 +166,28 @@ def _percent(match: re.Match[str]) -> str:
     """``35.0\\%`` as ``35\\%`` (math-verify takes only whole percents); ``35.5\\%`` as 35.5."""
     fraction = match.group(2).rstrip("0")
     return f"{match.group(1)}\\%" if not fraction else f"{match.group(1)}.{fraction}"
+
+
+_ASSIGNMENT = re.compile(r"\s*([A-Za-z])\s*=\s*([^,;=]+?)\s*")
+
+
+def _named_tuples(text: str) -> str:
+    """Solutions written as named values, one per ``;``-separated group (``p=5,q=2;p=7,q=2``),
+    as tuples with the names in alphabetical order (``(5,2),(7,2)``)."""
+    groups = text.split(";")
+    if len(groups) < 2:
+        return text
+    tuples, names = [], None
+    for group in groups:
+        pairs = [_ASSIGNMENT.fullmatch(part) for part in group.split(",")]
+        if not all(pairs) or len(pairs) < 2:
+            return text
+        values = {m.group(1): m.group(2) for m in pairs if m}
+        names = names or sorted(values)
+        if len(values) != len(pairs) or set(values) != set(names):
+            return text
+        tuples.append("(" + ",".join(values[n] for n in names) + ")")
+    return ",".join(tuples)
 
 
 def numerals(text: str) -> list[tuple[str, int]]:
