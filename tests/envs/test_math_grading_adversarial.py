@@ -7,7 +7,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.core import run_sync
-from agentgym.envs.math.answers import perturbations, stated
+from agentgym.envs.math.answers import canonical, perturbations, stated
 from agentgym.envs.math.grading import check_answer, grade, verify_answer
 
 # (reference, a wrong value): each hedge below names both, the reference last or first
@@ -203,3 +203,154 @@ def test_a_hedged_answer_scores_zero_through_the_env() -> None:
         assert env.step(f"\\boxed{{{answer}}}")[1] == 1.0
     finally:
         env.close()
+
+
+# The structures a box is read as (intervals, sets, thousands separators, percents, relations,
+# bases, bound variables): a hedge built from any of them still scores 0 ...
+STRUCTURE_HEDGES = [
+    ("p=5,q=2;p=7,q=2", "(5,2),(7,2),(1,1)"),
+    ("p=5,q=2;p=7,q=2", "(2,5),(2,7)"),
+    ("p=5,q=2;p=7,q=2", "(5,2)"),
+    ("(2,12)", "(2,12) \\lor (3,4)"),
+    ("(2, 12) \\cup (12, 102)", "(2,12) \\cup (12,102) \\cup (200,300)"),
+    ("(2, 12) \\cup (12, 102)", "(2,12102)"),
+    ("\\{1, 2\\}", "\\{1, 2\\} \\cup \\{3\\}"),
+    ("\\{1, 2\\}", "\\{1, 2\\} \\cup 3"),
+    ("3", "{3, 4}"),
+    ("3", "x = {3, 4}"),
+    ("3", "x \\in {3, 4}"),
+    ("\\{3\\}", "{3, 4}"),
+    ("x < 1", "x < 1 \\lor x < 2"),
+    ("x < 1", "x < 1 \\text{ or } x > 5"),
+    ("x < 1", "-x > -1 \\lor -x > -2"),
+    ("x < 1", "x \\le 1"),
+    ("x < 1", "x < 1 < 2"),
+    ("x < 1", "1"),
+    ("x < 1", "x"),
+    ("x<1", "x < 1 \\quad x < 2"),
+    ("x < 1", "x<1 \\lor x \\ge 1"),
+    ("x < 1", "(-\\infty, 1) \\cup (5, \\infty)"),
+    ("x < 1", "x \\in (-\\infty, 1) \\cup (5, \\infty)"),
+    ("x<1", "x<1, x<2"),
+    ("x < 1", "x \\neq 1"),
+    ("-2 \\le x \\le 7", "x \\in [-2, 7] \\cup [8, 9]"),
+    ("-2 \\le x \\le 7", "-2 \\le x \\le 7 \\text{ or } x = 8"),
+    ("-2 \\le x \\le 7", "[-2, 8]"),
+    ("1000", "1,000, 2,000"),
+    ("1000", "1\\,000 \\, 2\\,000"),
+    ("1000", "1\\,000\\,2\\,000"),
+    ("1000", "1{,}000 \\lor 2{,}000"),
+    ("1000", "1,\\!000 \\text{ or } 2,\\!000"),
+    ("1000", "1 000 \\text{ or } 2 000"),
+    ("1000", "1~000 ~ 2~000"),
+    ("1000", "1,000,2"),
+    ("54", "204_5 \\lor 55"),
+    ("5", "12_3 \\text{ or } 6"),
+    ("54", "204_6"),
+    ("35", "35.0\\% \\lor 36\\%"),
+    ("35", "35.0\\%, 36.0\\%"),
+    ("35", "35.5\\%"),
+    ("35", "35 percent or 36 percent"),
+    ("(5, 8)", "(x, y) = (5, 8) \\text{ or } (1, 2)"),
+    ("(5, 8), (8, 5)", "(x, y) = (5, 8) \\text{ and } (8, 5) \\text{ and } (1, 1)"),
+    ("(5, 8)", "(x, y) = (5, 8) = (1, 2)"),
+    ("6", "\\sum_{k=1}^{3} k \\lor 7"),
+    ("\\frac{1}{2}", "\\int_0^1 x \\, dx \\lor 1"),
+    ("\\frac{1}{2}", "\\int_0^1 7 \\, dx"),
+    ("1, 2", "1, 1, 2, 3"),
+    ("1, 2", "1, 1"),
+    ("\\frac{1}{2}", "\\\\frac{1}{2} \\\\lor 3"),
+    ("\\frac{1}{2}", "\\\\frac{1}{3}"),
+    ("16386.20", "\\$16,\\!386.20 \\text{ or } \\$16,\\!387"),
+    ("11111111100", "11,\\! 111,\\! 111,\\! 100 \\lor 5"),
+    ("2", "{1, 2}"),
+    ("\\{1, 2, 3\\}", "{1, 2, 3, 4}"),
+]
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"), STRUCTURE_HEDGES, ids=[a for _, a in STRUCTURE_HEDGES]
+)
+def test_a_hedge_in_a_structure_scores_zero(reference: str, answer: str) -> None:
+    assert not check_answer(reference, answer)[0], f"{answer!r} graded equal to {reference!r}"
+
+
+# ... and each structure, written as MATH's solutions and models write it, scores 1.
+STRUCTURES_EQUAL = [
+    ("p=5,q=2;p=7,q=2", "(5,2),(7,2)"),
+    ("p=5,q=2;p=7,q=2", "q=2,p=5;q=2,p=7"),
+    ("(2, 12) \\cup (12, 102)", "(2,12) \\cup (12,102)"),
+    ("11111111100", "11,\\! 111,\\! 111,\\! 100"),
+    ("16386.20", "\\$16,\\!386.20"),
+    ("35", "35.0\\%"),
+    ("\\{2, 3, 5, 7, 13\\}", "{2, 3, 5, 7, 13}"),
+    ("x < 1", "-x > -1"),
+    ("(5, 8), (8, 5)", "(x, y) = (5, 8) \\text{ and } (8, 5)"),
+    ("204_5", "204_{5}"),
+    ("204_5", "204_5"),
+    ("1000", "1\\,000"),
+    ("1000", "1~000"),
+    ("1000", "1{,}000"),
+    ("1000", "1 000"),
+    ("-2 \\le x \\le 7", "x \\in [-2, 7]"),
+    ("x \\in [-2, 7]", "-2 \\le x \\le 7"),
+    ("F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}", "F_n = \\sum_{k=0}^{n-1} F_{n-k-1} F_k"),
+    ("x < 1", "x < 1"),
+    ("3, 3", "3, 3"),
+    ("28\\%", "28 percent"),
+    ("12.5", "12.50\\%"),
+    ("\\pm 2021", "{-2021, 2021}"),
+    ("x \\le 1", "-x \\ge -1"),
+    ("x < 1", "(-\\infty, 1)"),
+    ("\\frac{1}{2}", "\\\\frac{1}{2}"),
+    ("5", "5 \\text{ cm}"),
+    ("x = 5", "x=5"),
+    ("\\int_0^1 x^2 \\, dx", "\\frac{1}{3}"),
+    ("\\lim_{n \\to \\infty} \\frac{1}{n}", "0"),
+    ("6", "\\sum_{k=1}^{3} 2"),
+    ("3", "3, 3"),
+]
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"), STRUCTURES_EQUAL, ids=[a for _, a in STRUCTURES_EQUAL]
+)
+def test_a_structure_in_any_spelling_scores(reference: str, answer: str) -> None:
+    correct, why = check_answer(reference, answer)
+    assert correct, f"{answer!r} graded unequal to {reference!r} ({why})"
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer"), [("204_5", "54"), ("54", "204_5"), ("10_2", "2"), ("204_5", "204_6")]
+)
+def test_a_number_in_another_base_than_the_references_scores_zero(
+    reference: str, answer: str
+) -> None:
+    """Equal values, but "write 54 in base 5" is not answered by 54, nor "204_5 in decimal" by
+    204_5."""
+    correct, why = check_answer(reference, answer)
+    assert not correct
+    assert "base" in why
+
+
+def test_canonical_spellings() -> None:
+    assert canonical("11,\\! 111,\\! 111,\\! 100") == "11111111100"
+    assert canonical("(2,12) \\cup (12,102)") == "(2,12) \\cup (12,102)"
+    assert canonical("{2, 3, 5}") == "\\{2, 3, 5\\}"
+    assert canonical("{1,000}") == "{1000}"
+    assert canonical("35.0\\%") == "35\\%"
+    assert canonical("204_5") == "54"
+    assert canonical("204_3") == "204_3"  # not a base-3 numeral: left as written
+    assert canonical("x_1") == "x_1"
+    assert canonical("\\\\frac{1}{2}") == "\\frac{1}{2}"
+
+
+def test_one_box_per_value_of_a_several_valued_reference() -> None:
+    """Boxing each solution of a several-valued reference is its answer; one extra box, or any
+    second box against a one-value reference, is a hedge."""
+    assert score("\\boxed{(2, 2)} and \\boxed{(6, 2)}", "(2, 2), (6, 2)")[:2] == (True, "correct")
+    assert score("\\boxed{-3}, \\boxed{3}, \\boxed{3}", "\\pm 3")[:2] == (True, "correct")
+    assert score("\\boxed{1} \\boxed{2} \\boxed{3}", "1, 2")[:2] == (False, "wrong")
+    assert score("\\boxed{1} \\boxed{1}", "1, 2")[:2] == (False, "wrong")
+    assert score("\\boxed{3} or \\boxed{4}", "3")[:2] == (False, "several_boxed_answers")
+    assert score("\\boxed{1, 2} \\boxed{3}", "1, 2")[:2] == (False, "wrong")

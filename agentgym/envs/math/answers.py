@@ -16,7 +16,8 @@ round: it splits it into the values it states, at
 and reports as ``unclear`` any notation outside what it knows to be part of one value (an
 unknown command, a connective inside brackets, a ``\\text{}`` followed by a number, an
 unpaired ``|``), unless the reference uses it too. Tuples and intervals (``(1, 2)``,
-``[2, 4)``) are one value each.
+``[2, 4)``) are one value each. ``canonical`` first writes the spellings of one value plainly
+(thousands separators, percents, bases, sets in plain braces, doubled backslashes).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Statement", "perturbations", "stated"]
+__all__ = ["Statement", "canonical", "numerals", "perturbations", "stated"]
 
 MAX_VALUES = 16
 _UNICODE = {
@@ -81,9 +82,13 @@ _CONSTANTS = {r"\pi", r"\infty", "e", "i", r"\emptyset", r"\varnothing"}
 _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "log", "ln", "exp", "max", "min", "gcd",
               "lcm", "mod", "deg", "det", "arg", "sqrt", "arcsin", "arccos", "arctan"}  # fmt: skip
 _TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\.\d+|[A-Za-z]+|\s+|.", re.DOTALL)
-_SUBJECT = re.compile(r"(?:m\s*)?(?:\\angle\s*)?(?:\\?[A-Za-z]+)(?:\s*_\s*\{?\s*\w+\s*\}?)?'*"
-                      r"(?:\s*\([^()]*\))?")  # fmt: skip
+_NAME = r"(?:m\s*)?(?:\\angle\s*)?(?:\\?[A-Za-z]+)(?:\s*_\s*\{?\s*\w+\s*\}?)?'*"
+_SUBJECT = re.compile(rf"{_NAME}(?:\s*\([^()]*\))?|\(\s*{_NAME}(?:\s*,\s*{_NAME})+\s*\)")
 _COMMAND_END = re.compile(r"\\[A-Za-z]+$")
+_BOUND = re.compile(
+    r"\\(?:sum|prod|lim|bigcup|bigcap|min|max)\s*_\s*\{\s*([A-Za-z])\s*(?:=|\\to|\\in|\\rightarrow)"
+)
+_INTEGRAL = re.compile(r"\\int.*?(?:\\,|\s|\\!|\})\s*(?:\\mathrm\{d\}|d)\s*([A-Za-z])(?![A-Za-z])")
 _SIGNS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
 _OPEN, _CLOSE = {"{", "(", "[", r"\{", r"\begin"}, {"}", ")", "]", r"\}", r"\end"}
 
@@ -125,9 +130,126 @@ def stated(box: str, *, allowed: set[str] | None = None, relations: bool = True)
 
 
 def _normalise(box: str) -> str:
-    text = box.strip().strip("$").replace(r"\dfrac", r"\frac").replace(r"\tfrac", r"\frac")
-    text = re.sub(r"(?<=\d)(?:,|\{,\})(?=\d{3}(?!\d))", "", text)  # 1,000 and 1{,}000
+    text = canonical(box).replace(r"\dfrac", r"\frac").replace(r"\tfrac", r"\frac")
     return "".join(_UNICODE.get(c, c) for c in text)
+
+
+def canonical(box: str) -> str:
+    """``box`` with the spellings of one value made plain (what is compared, here and by
+    math-verify): a doubled backslash before a command (``\\\\frac``, escaped twice),
+    thousands separators (``1,000``, ``1{,}000``, ``1,\\!000``, ``1\\,000``, ``1~000``; a plain
+    comma only outside brackets, so ``(12,102)`` stays an interval), ``35.0\\%`` (``35\\%``),
+    ``28 percent``, a number in a base (``204_5`` is 54), a set in plain braces
+    (``{1, 2}`` is ``\\{1, 2\\}``) and named solutions (``p=5,q=2;p=7,q=2`` is
+    ``(5,2),(7,2)``)."""
+    text = box.strip().strip("$").strip()
+    text = _ESCAPED.sub(r"\\", text)
+    text = _named_tuples(text)
+    text = _THOUSANDS.sub("", _plain_sets(text))
+    text = _plain_thousands(text)
+    text = _PERCENT_WORD.sub(r"\1\\%", text)
+    text = _DECIMAL_PERCENT.sub(_percent, text)
+    return _BASE.sub(_in_base, text)
+
+
+_KNOWN = sorted(_VALUE_COMMANDS | _DROP | _RELATIONS | _TEXT | _CONNECTIVES, key=len, reverse=True)
+_ESCAPED = re.compile(
+    r"(?<!\\)\\\\(?=(?:" + "|".join(n for n in _KNOWN if n.isalpha()) + r")(?![A-Za-z]))"
+)
+_THOUSANDS = re.compile(r"(?<=\d)(?: |\{,\}|,\s*\\!\s*|\\,|\\!|~|\\ )(?=\d{3}(?!\d))")
+_PERCENT_WORD = re.compile(r"(\d(?:\.\d+)?)\s*(?:\\text\{\s*)?(?:percent(?:age)?|pct)\b\}?")
+_DECIMAL_PERCENT = re.compile(r"(?<![\d.])(\d+)\.(\d+)\s*\\?%")
+_BASE = re.compile(r"(?<![\w\\.^{])(\d+)_(?:\{(\d{1,2})\}|(\d))(?![\d}^])")
+
+
+def _percent(match: re.Match[str]) -> str:
+    """``35.0\\%`` as ``35\\%`` (math-verify takes only whole percents); ``35.5\\%`` as 35.5."""
+    fraction = match.group(2).rstrip("0")
+    return f"{match.group(1)}\\%" if not fraction else f"{match.group(1)}.{fraction}"
+
+
+_ASSIGNMENT = re.compile(r"\s*([A-Za-z])\s*=\s*([^,;=]+?)\s*")
+
+
+def _named_tuples(text: str) -> str:
+    """Solutions written as named values, one per ``;``-separated group (``p=5,q=2;p=7,q=2``),
+    as tuples with the names in alphabetical order (``(5,2),(7,2)``)."""
+    groups = text.split(";")
+    if len(groups) < 2:
+        return text
+    tuples, names = [], None
+    for group in groups:
+        pairs = [_ASSIGNMENT.fullmatch(part) for part in group.split(",")]
+        if not all(pairs) or len(pairs) < 2:
+            return text
+        values = {m.group(1): m.group(2) for m in pairs if m}
+        names = names or sorted(values)
+        if len(values) != len(pairs) or set(values) != set(names):
+            return text
+        tuples.append("(" + ",".join(values[n] for n in names) + ")")
+    return ",".join(tuples)
+
+
+def numerals(text: str) -> list[tuple[str, int]]:
+    """The numbers ``text`` writes in a base other than 10 (``204_5``: ``("204", 5)``), sorted:
+    an answer must use the reference's base (``54`` does not answer "write 54 in base 5")."""
+    found = []
+    for match in _BASE.finditer(text):
+        if _in_base(match) != match.group():
+            found.append((match.group(1), int(match.group(2) or match.group(3))))
+    return sorted(n for n in found if n[1] != 10)
+
+
+def _in_base(match: re.Match[str]) -> str:
+    digits, base = match.group(1), int(match.group(2) or match.group(3))
+    if not 2 <= base <= 10 or any(int(d) >= base for d in digits):
+        return match.group()
+    return str(int(digits, base))
+
+
+def _plain_thousands(text: str) -> str:
+    """``1,000`` as 1000, where no bracket of a tuple, interval or set encloses the comma."""
+    out, stack = [], []
+    for i, char in enumerate(text):
+        if char in "([{":
+            stack.append("set" if text[i - 1 : i] == "\\" else char)
+        elif char in ")]}" and stack:
+            stack.pop()
+        elif char == "," and _thousands_comma(text, i) and not {"(", "[", "set"} & set(stack):
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def _thousands_comma(text: str, i: int) -> bool:
+    return text[i - 1 : i].isdigit() and bool(re.match(r"\d{3}(?!\d)", text[i + 1 :]))
+
+
+def _plain_sets(text: str) -> str:
+    """A brace group that opens the box, or follows ``=`` or ``\\in``, and holds a comma at its
+    own level: a set (``{1, 2}``), as ``\\{1, 2\\}``."""
+    for match in reversed(list(re.finditer(r"(?:^|=|\\in(?![A-Za-z]))\s*\{", text))):
+        start, depth = match.end() - 1, 0
+        for j in range(start, len(text)):
+            if text[j] == "{" and text[j - 1 : j] != "\\":
+                depth += 1
+            elif text[j] == "}" and text[j - 1 : j] != "\\":
+                depth -= 1
+                if depth == 0:
+                    inner = text[start + 1 : j]
+                    if _has_top_comma(inner):
+                        text = text[:start] + r"\{" + inner + r"\}" + text[j + 1 :]
+                    break
+    return text
+
+
+def _has_top_comma(text: str) -> bool:
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"{": 1, "(": 1, "[": 1, "}": -1, ")": -1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0 and not _thousands_comma(text, i):
+            return True
+    return False
 
 
 def _tokens(text: str) -> list[_Token]:
@@ -335,16 +457,31 @@ def perturbations(value: str, limit: int = 24) -> list[tuple[str, str]]:
     changed, and the part changed. If math-verify reads a variant as equal to ``value``, it
     ignored that part: ``3 \\max 4`` reads as 4 whatever the 3 is."""
     pieces, found, skip = _TOKEN.findall(value), [], -1
+    bound = set(_BOUND.findall(value)) | set(_INTEGRAL.findall(value))
     for i, piece in enumerate(pieces):
         if piece.startswith("\\") and piece[1:] in _TEXT:
             skip = _group(pieces, i + 1)[1]  # units and words in text are not values
+            if pieces[skip : skip + 1] == ["^"]:  # nor is a unit's power (cm^2)
+                skip = (
+                    _group(pieces, skip + 1)[1]
+                    if pieces[skip + 1 : skip + 2] == ["{"]
+                    else skip + 2
+                )
         if i < skip:
             continue
-        if piece[0].isdigit():
+        if piece[0].isdigit() and _exponent(pieces, i):
+            new = str(int(piece) + 1) if piece.isdigit() else "7" + piece  # sympy stays quick
+        elif piece[0].isdigit():
             new = "7" + piece  # over 7 times larger: far past any float tolerance
-        elif len(piece) == 1 and piece.isalpha() and piece not in "ei":
+        elif len(piece) == 1 and piece.isalpha() and piece not in "ei" and piece not in bound:
             new = r"\zeta "
         else:
             continue
         found.append(("".join([*pieces[:i], new, *pieces[i + 1 :]]), piece))
     return found[:limit]
+
+
+def _exponent(pieces: list[str], i: int) -> bool:
+    """Whether ``pieces[i]`` is an exponent (``x^2``, ``x^{2}``)."""
+    before = [p for p in pieces[:i] if not p.isspace()]
+    return before[-1:] == ["^"] or before[-2:] == ["^", "{"]

@@ -2,8 +2,10 @@
 
 The rule: the answer is the content of the **last** ``\\boxed{...}`` of the response. It scores 0
 when there is none, when the response boxes two or more *different* answers (a hedge: boxing the
-same answer twice is fine), when the box holds more than ``MAX_ANSWER_CHARS`` characters, when it
-hedges inside one box, or when ``math-verify`` finds it unequal to the reference. Equal values
+same answer twice is fine; against a reference with several values, the boxes together are the
+answer, so ``\\boxed{1}`` and ``\\boxed{2}`` answer ``1, 2``), when the box holds more than
+``MAX_ANSWER_CHARS`` characters, when it hedges inside one box, or when ``math-verify`` finds it
+unequal to the reference. Equal values
 in any form score 1 (``1/2``, ``0.5``, ``\\frac{1}{2}``, ``\\dfrac12``, ``x = 0.5``), except for
 tasks marked ``exact`` (e.g. "simplify the fraction"), whose written form must match too.
 
@@ -16,6 +18,17 @@ notation. math-verify alone would not do: around a command it does not know it k
 expression (``3 \\star 4`` reads as 4), so notation outside what ``answers`` knows to be part
 of one value scores 0 unless the reference uses it too. Tuples and intervals (``(1, 2)``,
 ``[2, 4]``) are single values, compared whole (so an interval never equals a number in it).
+
+What is one value (``answers.canonical`` writes each plainly before anything is compared): a
+number with thousands separators in any spelling (``1,000``, ``1{,}000``, ``1,\\!000``,
+``1\\,000``, ``1~000``; a comma inside the brackets of an interval, tuple or set separates
+values instead, so ``(2,12) \\cup (12,102)`` is two intervals); a percent (``35.0\\%`` is
+``35\\%``); a number in a base (``204_5`` is 54); a set in plain braces (``{2, 3}``, its
+elements the values); ``name = value`` (the name is the subject, ``(x, y) = (5, 8)`` included);
+an inequality, when the reference is one, compared whole (``x < 1`` equals ``-x > -1``, and
+``-2 \\le x \\le 7`` equals ``x \\in [-2, 7]``); sums, integrals and limits, whose bound
+variable may have any name; units and text around one number. ``docs/math_grading.md`` lists
+them, and how the rule agrees with reference graders' test suites.
 
 ``math-verify``'s own timeouts use ``SIGALRM``, which works only on the main thread; they are
 off here, and ``grade`` runs it in a worker thread under an asyncio deadline instead. An answer
@@ -31,7 +44,7 @@ from dataclasses import dataclass
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import DeadlineExceeded
-from agentgym.envs.math.answers import MAX_VALUES, perturbations, stated
+from agentgym.envs.math.answers import MAX_VALUES, canonical, numerals, perturbations, stated
 from agentgym.extras import pip_install
 
 __all__ = [
@@ -47,6 +60,11 @@ __all__ = [
 MAX_ANSWER_CHARS = 300
 log = logging.getLogger(__name__)
 _BOXED_RE = re.compile(r"\\boxed\s*\{")
+_INEQUALITY = re.compile(
+    r"[<>]|\\(?:le|ge|leq|geq|lt|gt|leqslant|geqslant|neq|ne)(?![A-Za-z])"
+    r"|\\in\s*(?:\\left)?\s*[(\[]"
+)
+_MEMBER = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*\\in(?![A-Za-z])")
 _FRAC_RE = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
 
 
@@ -100,11 +118,17 @@ def require_math_verify() -> None:
 
 def verify_answer(reference: str, answer: str, *, exact: bool = False) -> bool:
     """Whether ``answer`` equals ``reference`` (blocking; no timeout of its own)."""
-    equal = _same(f"${reference}$", f"\\boxed{{{answer}}}")
+    sets = _inequality(reference)  # ``-2 \\le x \\le 7`` is ``x \\in [-2, 7]``, both ways
+    equal = _same(f"${reference}$", f"\\boxed{{{answer}}}", sets=sets)
     return equal and (not exact or _written_form(answer) == _written_form(reference))
 
 
-def _same(gold_text: str, predicted_text: str) -> bool:
+def _inequality(text: str) -> bool:
+    """Whether ``text`` is an inequality, or a membership in an interval (``x \\in [1, 2)``)."""
+    return bool(_INEQUALITY.search(text))
+
+
+def _same(gold_text: str, predicted_text: str, *, sets: bool = False) -> bool:
     """Whether math-verify reads the two texts as equal (a parser failure: not equal)."""
     from math_verify import parse, verify
 
@@ -115,7 +139,11 @@ def _same(gold_text: str, predicted_text: str) -> bool:
     try:
         gold = parse(gold_text, parsing_timeout=None)  # type: ignore[arg-type]
         predicted = parse(predicted_text, parsing_timeout=None)  # type: ignore[arg-type]
-        return bool(gold and predicted and verify(gold, predicted, timeout_seconds=None))  # type: ignore[arg-type]
+        return bool(
+            gold
+            and predicted
+            and verify(gold, predicted, timeout_seconds=None, allow_set_relation_comp=sets)
+        )  # type: ignore[arg-type]
     except Exception:  # model text that breaks the parser is a wrong answer, not a crash
         log.debug("math-verify failed on %r", predicted_text, exc_info=True)
         return False
@@ -124,11 +152,20 @@ def _same(gold_text: str, predicted_text: str) -> bool:
 def check_answer(reference: str, answer: str, *, exact: bool = False) -> tuple[bool, str]:
     """Whether ``answer`` states exactly the values of ``reference`` (blocking), and if it
     hedges, how: the module docstring gives the rule."""
+    if numerals(reference) != numerals(answer):
+        bases = sorted({base for _, base in numerals(reference)}) or [10]
+        return False, f"the reference writes its numbers in base {', '.join(map(str, bases))}"
+    reference, answer = canonical(reference), canonical(answer)
     gold = stated(reference)
-    equation = gold.relation  # an equation or an inequality is one value: compare it whole
+    # An equation or an inequality is one value: compare it whole (``x < 1`` is ``-x > -1``).
+    equation = gold.relation or _inequality(reference)
     if equation:
         gold = stated(reference, relations=False)
     said = stated(answer, allowed=gold.vocabulary, relations=not equation)
+    gold.values = list(dict.fromkeys(gold.values))  # the same value written twice is one
+    said.values = list(dict.fromkeys(said.values))
+    if equation and _MEMBER.match(answer) and len(said.values) == answer.count(r"\cup") + 1:
+        said.values = [answer]  # x \in (a, b) \cup (c, d): one set, against an inequality
     if said.unclear:
         return False, f"notation that could hide another value: {' '.join(said.unclear[:5])}"
     if len(said.values) > MAX_VALUES:
@@ -155,6 +192,13 @@ def _read_whole(values: list[str]) -> tuple[bool, str]:
     return True, ""
 
 
+def _several_valued(reference: str) -> bool:
+    """Whether ``reference`` states several values (``1, 2``, ``\\{1, 2\\}``, ``\\pm 3``)."""
+    text = canonical(reference)
+    relations = not (stated(text).relation or _inequality(text))
+    return len(set(stated(text, relations=relations).values)) > 1
+
+
 def _same_values(gold: list[str], said: list[str]) -> bool:
     """Whether each value said equals a different value of ``gold`` (equal lengths)."""
     left = list(gold)
@@ -173,7 +217,9 @@ async def grade(response: str, reference: str, *, exact: bool, timeout: float) -
         return Verdict(False, None, "no_boxed_answer")
     answer = boxes[-1]
     if len(set(boxes)) > 1:
-        return Verdict(False, answer, "several_boxed_answers")
+        if not _several_valued(reference):
+            return Verdict(False, answer, "several_boxed_answers")
+        answer = ", ".join(dict.fromkeys(boxes))  # one box per value of the reference: all of them
     if len(answer) > MAX_ANSWER_CHARS:
         return Verdict(False, answer[:MAX_ANSWER_CHARS], "too_long")
     try:
