@@ -13,6 +13,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.core import call_format, run_sync
+from agentgym.core.info import outcome_of
 from agentgym.envs.math import MathEnv, all_boxed, generate_tasks, grade, last_boxed
 from agentgym.error import ConfigError, EnvStateError
 
@@ -339,3 +340,27 @@ def test_python_tool_episode_truncates_after_max_turns() -> None:
         "max_turns",
     )
     env.close()
+
+
+def test_each_way_an_answer_ends_lands_in_its_outcome(tmp_path: Path) -> None:
+    rows = [{"question": "2+2?", "answer": "#### 4"}]
+    path = write_jsonl(tmp_path / "one.jsonl", rows)
+    env = gym.make("agentgym/Math-v0", tasks=path)
+    slow = gym.make("agentgym/Math-v0", tasks=path, grade_timeout=1e-6)
+    try:
+        for made, answer, outcome in [
+            (env, "\\boxed{4}", "success"),
+            (env, "\\boxed{5}", "failed"),
+            (env, "four", "invalid"),  # nothing boxed: a format error, scored 0
+            (slow, "\\boxed{4}", "timeout"),  # the grader's deadline on the answer: scored 0
+        ]:
+            made.reset(options={"task_id": 0})
+            _, reward, terminated, truncated, info = made.step(answer)
+            assert terminated
+            assert not truncated
+            assert outcome_of({}, [info], truncated=False) == outcome, answer
+            assert reward == (1.0 if outcome == "success" else 0.0)
+            assert not info["infra_error"]
+    finally:
+        env.close()
+        slow.close()

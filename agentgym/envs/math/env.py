@@ -289,6 +289,8 @@ class MathEnv(AgentEnv):
             "reference": episode.task.answer,
             "reason": verdict.reason,
             "grade_detail": verdict.detail,
+            "invalid_action": verdict.reason == "no_boxed_answer",  # no answer to grade
+            "timed_out": verdict.reason == "grader_timeout",  # the answer outran the grader
             "infra_error": episode.infra_error,
             "reward_components": {"correct": reward},
         }
