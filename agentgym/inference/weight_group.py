@@ -10,9 +10,10 @@ The trainer is rank 0 of a new process group whose other ranks are the server's 
 A sync sends the policy in buckets (``plan_buckets``: tensors of one dtype, at most
 ``bucket_bytes`` each, 512 MiB by default): one ``/update_weights_from_distributed`` call per
 bucket (``names``, ``dtypes``, ``shapes``), so a 0.5B model takes a few calls, not one per
-parameter. With ``load_format="flattened_bucket"`` (agentgym serve) the bucket crosses as one
-flat byte buffer, one broadcast; without it (SGLang's receiver, which allocates one tensor per
-name) as one broadcast per tensor, in ``names`` order.
+parameter. With ``load_format="flattened_bucket"`` the bucket crosses as one broadcast of a
+flat uint8 tensor, the tensors' bytes in ``names`` order (the layout of SGLang's
+``FlattenedTensorBucket``); without it as one broadcast per tensor, in ``names`` order (what
+SGLang's receiver does by default).
 
 Verification: ``tensor_checksum`` is a 64-bit BLAKE2b digest of a tensor's bytes, dtype and
 shape. A wrong, stale or truncated tensor changes its bytes, so its digest differs but with
@@ -209,22 +210,19 @@ def join_group(
     return WeightGroup(group, store, rank, world_size, backend)
 
 
-def _flat(bucket_tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat(
-        [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in bucket_tensors]
-    )
-
-
 def send_bucket(group: WeightGroup, bucket: Bucket, *, flatten: bool, device: Any = None) -> None:
-    """Broadcast ``bucket`` from rank 0 (one flat buffer, or one tensor after another)."""
+    """Broadcast ``bucket`` from rank 0: one flat uint8 tensor (the tensors' bytes in order,
+    the layout of SGLang's ``FlattenedTensorBucket``), or one tensor after another."""
+    tensors = [t.detach() if device is None else t.detach().to(device) for t in bucket.tensors]
     if flatten:
-        buffer = _flat(bucket.tensors)
-        group.broadcast(buffer if device is None else buffer.to(device))
+        group.broadcast(torch.cat([_bytes(t) for t in tensors]))
         return
-    for tensor in bucket.tensors:
-        t = tensor.detach().contiguous()
-        t = t if device is None else t.to(device)
-        group.broadcast(t.reshape(-1).view(torch.uint8))
+    for tensor in tensors:
+        group.broadcast(tensor.contiguous())
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
 def receive_bucket(
@@ -237,22 +235,20 @@ def receive_bucket(
     device: Any = "cpu",
 ) -> dict[str, torch.Tensor]:
     """What ``send_bucket`` sent, as named tensors."""
-    empty = [
-        torch.empty(tuple(s), dtype=d, device=device) for d, s in zip(dtypes, shapes, strict=True)
-    ]
+    received = {
+        name: torch.empty(tuple(shape), dtype=dtype, device=device)
+        for name, dtype, shape in zip(names, dtypes, shapes, strict=True)
+    }
     if flatten:
-        total = sum(t.numel() * t.element_size() for t in empty)
-        buffer = torch.empty(total, dtype=torch.uint8, device=device)
+        sizes = [t.numel() * t.element_size() for t in received.values()]
+        buffer = torch.empty(sum(sizes), dtype=torch.uint8, device=device)
         group.broadcast(buffer)
-        offset = 0
-        for t in empty:
-            size = t.numel() * t.element_size()
-            t.reshape(-1).view(torch.uint8).copy_(buffer[offset : offset + size])
-            offset += size
-    else:
-        for t in empty:
-            group.broadcast(t.reshape(-1).view(torch.uint8))
-    return dict(zip(names, empty, strict=True))
+        for tensor, part in zip(received.values(), buffer.split(sizes), strict=True):
+            _bytes(tensor).copy_(part)
+        return received
+    for tensor in received.values():
+        group.broadcast(tensor)
+    return received
 
 
 # -- checksums --------------------------------------------------------------------------------

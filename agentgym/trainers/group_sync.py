@@ -81,9 +81,9 @@ class GroupSync:
         backend: ``"gloo"`` (CPU tensors) or ``"nccl"`` (GPU); None: nccl when CUDA is
             available, else gloo.
         bucket_bytes: the most bytes one ``/update_weights_from_distributed`` call carries.
-        flatten: send each bucket as one flat buffer (one broadcast; ``agentgym serve``
-            implements it as ``load_format="flattened_bucket"``); False: one broadcast per
-            tensor, as SGLang's receiver expects.
+        flatten: send each bucket as one flat uint8 buffer, one broadcast
+            (``load_format="flattened_bucket"``, which agentgym serve and recent SGLang
+            receive); False: one broadcast per tensor (SGLang's default receiver).
         master_address: the address the server reaches this process at.
         master_port: the group's port; None: a free one.
         group_name: SGLang's ``group_name``.
