@@ -21,7 +21,7 @@ probability 2^-64; unlike a sum or a norm (a fingerprint), it cannot be fooled b
 cancel out, or by two tensors swapped. ``agentgym serve`` answers ``/weights_checker``
 ``{"action": "checksum"}`` in SGLang's shape (``ranks[i].checksums``: name -> hex digest) with
 these digests, and says so in ``checksum_algorithm``; SGLang's own digests (its
-``tensor_hash``) are another function, see ``docs/weight-sync.md``.
+``tensor_hash``) are another function, see ``docs/weight_sync.md``.
 """
 
 from __future__ import annotations

@@ -44,7 +44,12 @@ __all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window",
 DEFAULT_ENV = "agentgym/FrozenLake-v0"
 DEFAULT_ALGO = "grpo"
 TABLES = (
-    "config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies",
+    "config",
+    "options",
+    "env_kwargs",
+    "train_env_kwargs",
+    "curriculum_kwargs",
+    "role_policies",
     "guards",
 )
 """The tables of a run file: a layer merges into them key by key."""
@@ -161,6 +166,19 @@ class RunConfig(Config):
     weights_dir: str | None = None
     """Where the policy is written after every update for a server to load (the newest two
     kept); None: <out>/weights. On another machine: a folder of a shared file system."""
+    weight_sync: Literal["disk", "group"] = "disk"
+    """How the policy reaches an sglang engine after every update: disk (safetensors in
+    weights_dir, read back by the server; portable) or group (a process group with the
+    server: NCCL on GPUs, gloo on CPUs, in buckets, every tensor's checksum compared after
+    each sync). docs/weight_sync.md."""
+    weight_sync_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """The process group's backend (weight_sync group): auto is nccl when CUDA is available,
+    else gloo."""
+    weight_sync_bucket_mb: int = 512
+    """The most MiB one update call carries through the process group (weight_sync group)."""
+    weight_sync_address: str = "127.0.0.1"
+    """The address the server reaches the trainer at for the process group (weight_sync
+    group): this machine's address on the servers' network when they run elsewhere."""
     eval_episodes: int = 128
     """Episodes of the evaluations before and after training; 0: none."""
     start_eval_episodes: int | None = None
@@ -264,6 +282,20 @@ class RunConfig(Config):
             f"is needed with engine {self.engine}",
             "pass --engine-url http://HOST:PORT of a running server (agentgym serve --model "
             "DIR, or SGLang's launch_server)",
+        )
+        require(
+            self.weight_sync == "disk" or self.engine == "sglang",
+            self,
+            "weight_sync",
+            f"group needs engine sglang, not {self.engine}",
+            "pass --engine sglang, or drop --weight-sync",
+        )
+        require(
+            self.weight_sync_bucket_mb >= 1,
+            self,
+            "weight_sync_bucket_mb",
+            "must be >= 1",
+            "use e.g. 512",
         )
         require(
             not (served and self.action_choices),

@@ -90,7 +90,8 @@ def _prepare_out(run: RunConfig, out: Path) -> None:
 
 
 def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
-    """The server at ``run.engine_url``, attached to ``trainer`` by disk (``weight_sync``:
+    """The server at ``run.engine_url``, attached to ``trainer`` by disk, or through a process
+    group with ``run.weight_sync = "group"`` (``weight_sync``:
     the trainer's weights pushed now, then after every update). An OpenAI-compatible server is
     refused: without token ids and logprobs nothing can be trained on its text, and with them
     it still cannot load new weights."""
@@ -115,10 +116,24 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
                     "use --engine sglang (agentgym serve or SGLang), or --engine hf",
                 )
         weights = Path(run.weights_dir) if run.weights_dir else out / "weights"
-        return attach_server(trainer, engine, weights)
+        return attach_server(trainer, engine, weights, sync=_group_sync(run))
     except BaseException:
         run_sync(engine.close())
         raise
+
+
+def _group_sync(run: RunConfig) -> Any:
+    """The process group of ``run.weight_sync = "group"``; None for weights by disk."""
+    if run.weight_sync != "group":
+        return None
+    from agentgym.trainers.group_sync import GroupSync
+
+    backend = None if run.weight_sync_backend == "auto" else run.weight_sync_backend
+    return GroupSync(
+        backend=backend,
+        bucket_bytes=run.weight_sync_bucket_mb * 2**20,
+        master_address=run.weight_sync_address,
+    )
 
 
 def _training_env(run: RunConfig, world_size: int) -> tuple[Any, dict[str, Any]]:

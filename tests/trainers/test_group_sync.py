@@ -91,6 +91,7 @@ def _check_logprobs(policy, trainer) -> None:
         torch.testing.assert_close(out.logprobs, expected, rtol=0, atol=1e-4)
 
 
+@pytest.mark.slow  # ~40 s wall on 2 busy cores: a server process, three syncs, six generations
 def test_every_sync_over_gloo_gives_the_server_the_trainers_logprobs(tmp_path):
     with _serve() as url:
         trainer = _trainer()
@@ -115,6 +116,7 @@ def test_every_sync_over_gloo_gives_the_server_the_trainers_logprobs(tmp_path):
             run_sync(policy.close())
 
 
+@pytest.mark.slow  # ~20-45 s wall: a server process and one sync
 def test_a_tensor_corrupted_in_the_sync_is_named_with_the_server(tmp_path):
     with _serve(AGENTGYM_SERVE_FAULT_TENSOR=CORRUPTED) as url:
         trainer = _trainer()
