@@ -59,6 +59,7 @@ __all__ = [
     "send_bucket",
     "tensor_checksum",
     "update_request",
+    "without_aliases",
 ]
 
 INIT_WEIGHTS_UPDATE_GROUP = "/init_weights_update_group"
@@ -111,6 +112,20 @@ def plan_buckets(
         bucket.tensors.append(tensor)
         bucket.nbytes += size
     return done + [b for b in open_.values() if b.names]
+
+
+def without_aliases(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``weights`` less each tensor that is another's very storage (tied embeddings: the
+    server's model ties them too, so sending one loads both)."""
+    seen: set[tuple[Any, ...]] = set()
+    kept = {}
+    for name, tensor in weights.items():
+        key = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
+        if tensor.numel() and key in seen:
+            continue
+        seen.add(key)
+        kept[name] = tensor
+    return kept
 
 
 def dtype_name(dtype: torch.dtype) -> str:

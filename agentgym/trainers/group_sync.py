@@ -5,8 +5,9 @@ instead of writing a model directory:
 
 1. at the first push, the trainer opens a process group as rank 0 (``backend``: ``"nccl"``
    on GPUs, ``"gloo"`` on CPUs) and has the server join it (``/init_weights_update_group``);
-2. the policy's tensors go in buckets of one dtype, at most ``bucket_bytes`` each
-   (``/update_weights_from_distributed`` per bucket while the trainer broadcasts it), the
+2. the policy's tensors (one of tied tensors) go in buckets of one dtype, at most
+   ``bucket_bytes`` each (``/update_weights_from_distributed`` per bucket while the trainer
+   broadcasts it), the
    whole bracketed as a push by disk is: generation paused (SGLang's ``pause_mode``), the
    buckets loaded, the cache flushed, generation continued; the last bucket names the policy
    version;
@@ -159,7 +160,7 @@ class GroupSync:
         """Send ``weights`` to ``engine``'s server (bracketed by the engine), then verify."""
         if self.group is None:
             await self.connect(engine)
-        buckets = wg.plan_buckets(weights, self.bucket_bytes)
+        buckets = wg.plan_buckets(wg.without_aliases(weights), self.bucket_bytes)
         group, flatten, device = self.group, self.flatten, self.device
 
         async def send(bucket: wg.Bucket) -> None:

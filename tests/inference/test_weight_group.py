@@ -50,6 +50,13 @@ def test_buckets_hold_one_dtype_within_the_bound_and_every_tensor_once():
         wg.plan_buckets(weights, bucket_bytes=0)
 
 
+def test_tied_tensors_are_sent_once():
+    weights = _weights()
+    weights["tied"] = weights["a"]  # lm_head.weight tied to the embeddings
+    weights["copy"] = weights["a"].clone()  # equal values, its own storage: sent
+    assert list(wg.without_aliases(weights)) == ["a", "b", "c", "d", "e", "copy"]
+
+
 @pytest.mark.parametrize("flatten", [True, False])
 def test_buckets_cross_a_gloo_group_bit_for_bit(flatten):
     weights = _weights()
