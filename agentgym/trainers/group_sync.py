@@ -125,7 +125,8 @@ class GroupSync:
         self.group_name, self.server_ranks = group_name, server_ranks
         self.verify, self.timeout = verify, timeout
         self.group: Any = None
-        self.device = "cuda" if backend == "nccl" else None
+        # NCCL sends from the current GPU, gloo from CPU memory (a GPU policy is copied there)
+        self.device = "cuda" if backend == "nccl" else "cpu"
         self.unverified_warned = False
         self.calls = 0
         """``/update_weights_from_distributed`` calls so far (one per bucket)."""
