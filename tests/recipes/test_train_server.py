@@ -192,8 +192,10 @@ def test_train_against_a_server_process_syncs_weights_and_resumes_after_it_dies(
         assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
     pairs = [p for r in probe.records for p in zip(r["server"], r["trainer"], strict=True)]
     gap = max(abs(a - b) for a, b in pairs)
-    print(f"server vs trainer logprobs: max |diff| {gap:.2e}; push (write + load) s: "
-          + ", ".join(f"{s:.2f}" for s in probe.push_s))
+    print(
+        f"server vs trainer logprobs: max |diff| {gap:.2e}; push (write + load) s: "
+        + ", ".join(f"{s:.2f}" for s in probe.push_s)
+    )
     by_version = {r["version"]: r["trainer"] for r in probe.records}
     assert by_version[1] != pytest.approx(by_version[0], abs=1e-4)  # the updates moved it
     lines = (out / "metrics.jsonl").read_text().splitlines()
@@ -246,3 +248,23 @@ def test_an_openai_server_is_refused_before_training_and_says_why(tmp_path, monk
     assert "not the sampled token ids" in error
     assert "--engine sglang" in error
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_weight_sync_through_a_group_is_for_an_sglang_server_and_builds_its_sync():
+    from agentgym.core.errors import ConfigError
+    from agentgym.recipes.run import _group_sync
+    from agentgym.trainers.group_sync import GroupSync
+
+    base = {"env": "agentgym/FrozenLake-v0", "out": "unused", "weight_sync": "group"}
+    with pytest.raises(ConfigError, match=r"weight_sync.*needs engine sglang.*--engine sglang"):
+        resolve_run(Layer("t", base))
+    served = {"engine": "sglang", "engine_url": "http://h:1", "action_choices": False}
+    with pytest.raises(ConfigError, match=r"weight_sync_bucket_mb.*must be >= 1"):
+        resolve_run(Layer("t", {**base, **served, "weight_sync_bucket_mb": 0}))
+    run = resolve_run(
+        Layer("t", {**base, **served, "weight_sync_backend": "gloo", "weight_sync_bucket_mb": 64})
+    )
+    sync = _group_sync(run)
+    assert isinstance(sync, GroupSync)
+    assert (sync.backend, sync.bucket_bytes, sync.verify) == ("gloo", 64 * 2**20, True)
+    assert _group_sync(resolve_run(Layer("t", {**base, **served, "weight_sync": "disk"}))) is None
