@@ -181,8 +181,15 @@ class GroupSync:
     async def check(self, engine: Any, weights: Mapping[str, torch.Tensor]) -> None:
         """Raise ``WeightSyncMismatch`` unless the server's checksum of each of ``weights``
         equals the trainer's."""
+        if self.unverified_warned:  # a server whose checksums are not agentgym's
+            return
         url = getattr(engine, "base_url", type(engine).__name__)
-        served, dtypes, algorithm = await engine.weight_checksums()
+        # the trainer's digests are computed while the server computes its own
+        own = asyncio.ensure_future(asyncio.to_thread(_checksums, weights, {}))
+        try:
+            served, dtypes, algorithm = await engine.weight_checksums()
+        finally:
+            expected = await own
         if algorithm != wg.CHECKSUM_ALGORITHM:
             if not self.unverified_warned:
                 self.unverified_warned = True
@@ -192,7 +199,13 @@ class GroupSync:
                     stacklevel=2,
                 )
             return
-        expected = await asyncio.to_thread(_checksums, weights, dtypes)
+        recast = {
+            n: t
+            for n, t in weights.items()
+            if dtypes.get(n, wg.dtype_name(t.dtype)) != wg.dtype_name(t.dtype)
+        }
+        if recast:  # the server holds another dtype: compare that
+            expected |= await asyncio.to_thread(_checksums, recast, dtypes)
         for name, digest in expected.items():
             held = served.get(name)
             if held != digest:
