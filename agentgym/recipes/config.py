@@ -166,6 +166,18 @@ class RunConfig(Config):
     weights_dir: str | None = None
     """Where the policy is written after every update for a server to load (the newest two
     kept); None: <out>/weights. On another machine: a folder of a shared file system."""
+    launch: int = 0
+    """Inference servers the run starts and owns (engine sglang; engine_url is then theirs):
+    from launch_command on launch_devices; each is waited for, restarted if it crashes, and
+    stopped at exit (none outlives the run, SIGKILL included). 0: attach to engine_url. One
+    server per run for now."""
+    launch_command: str | None = None
+    """The launched servers' command line, with {python}, {model}, {host}, {port}, {device},
+    {index} filled in; None: SGLang's python -m sglang.launch_server --model-path {model}
+    --host {host} --port {port} --base-gpu-id {device}. E.g. "{python} -m agentgym serve
+    --model {model} --port {port}" on a CPU."""
+    launch_devices: str | None = None
+    """Comma-separated {device} of each launched server (round robin); None: 0, 1, ..."""
     weight_sync: Literal["disk", "group"] = "disk"
     """How the policy reaches an sglang engine after every update: disk (safetensors in
     weights_dir, read back by the server; portable) or group (a process group with the
@@ -276,7 +288,29 @@ class RunConfig(Config):
             "pass --engine sglang, or drop --engine-url",
         )
         require(
-            not served or bool(self.engine_url),
+            self.launch >= 0 and (self.launch == 0 or self.engine == "sglang"),
+            self,
+            "launch",
+            f"starts SGLang-API servers: needs engine sglang and a count >= 0, not {self.launch} "
+            f"with engine {self.engine}",
+            "pass --engine sglang --launch 1",
+        )
+        require(
+            self.launch <= 1,
+            self,
+            "launch",
+            "is one server per run for now",
+            "pass --launch 1, or start the servers yourself",
+        )
+        require(
+            not (self.launch and self.engine_url),
+            self,
+            "engine_url",
+            "is the launched server's own with --launch",
+            "drop --engine-url, or --launch",
+        )
+        require(
+            not served or bool(self.engine_url) or self.launch > 0,
             self,
             "engine_url",
             f"is needed with engine {self.engine}",

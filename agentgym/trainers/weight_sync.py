@@ -48,7 +48,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -191,6 +191,8 @@ class ServerPolicy:
         self._open = asyncio.Event()  # not held for a push
         self._idle.set()
         self._open.set()
+        self._restarted = False  # the server restarted: it holds its start weights
+        self._closers: list[Callable[[], None]] = []
 
     async def _home(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this policy's loop (started on first use) and wait for it."""
@@ -210,7 +212,40 @@ class ServerPolicy:
     ) -> Completion:
         return await self._home(self._generate(prompt_token_ids, sampling))
 
+    def server_restarted(self, url: str) -> None:
+        """The server was restarted (``ServerFleet``, from its thread): it holds the weights it
+        starts with, so the newest pushed ones are loaded again before it generates."""
+        self._restarted = True
+
+    def close_with(self, close: Callable[[], None]) -> None:
+        """Call ``close()`` when this policy closes (e.g. stop the servers a run launched)."""
+        self._closers.append(close)
+
+    async def _reload(self) -> None:
+        """After a restart: the newest model directory pushed, loaded again under its version
+        (new completions held meanwhile)."""
+        self._restarted = False
+        newest = sorted(self.weights_dir.glob("step-*"))
+        if self.sync is not None or self.version is None or not newest:
+            raise InferenceServerError(
+                f"the inference server at {self.url} restarted and holds the weights it starts "
+                f"with, not the policy's (version {self.version}), and "
+                + (
+                    "weights that go through a process group are not kept to load again"
+                    if self.sync is not None
+                    else "no pushed model directory is left"
+                )
+                + f". Fix: {RESUME_FIX}."
+            )
+        await self._hold()
+        try:
+            await self._load(self.version, newest[-1].resolve(), {})
+        finally:
+            await self._release()
+
     async def _generate(self, prompt: Sequence[int], sampling: SamplingParams) -> Completion:
+        if self._restarted:
+            await self._reload()
         await self._open.wait()  # held while a push loads new weights
         self._running += 1
         self._idle.clear()
@@ -350,6 +385,13 @@ class ServerPolicy:
                     )
 
     async def close(self) -> None:
+        try:
+            await self._close_engine()
+        finally:
+            for close in self._closers:
+                await asyncio.to_thread(close)
+
+    async def _close_engine(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             await self.engine.close()
