@@ -239,7 +239,9 @@ class ServerPolicy:
             )
         await self._hold()
         try:
-            await self._load(self.version, newest[-1].resolve(), {})
+            served = await self._load(self.version, newest[-1].resolve(), {})
+            if isinstance(served, int):
+                self._versions[served] = self.version
         finally:
             await self._release()
 
