@@ -15,6 +15,10 @@
   ``update_weights(state_dict)`` with ``colocated=True`` goes through
   ``/update_weights_from_tensor`` (CUDA IPC handles serialized by SGLang's own serializer; the
   trainer and the server must share the GPU).
+* weights through a process group (``agentgym.inference.weight_group``):
+  ``init_weights_group`` (``/init_weights_update_group``), ``update_weights_from_group``
+  (one ``/update_weights_from_distributed`` per bucket while the caller broadcasts it,
+  bracketed as above) and ``weight_checksums`` (``/weights_checker``).
 
 Requests and answers are built and read by ``agentgym.inference.sglang_api``, the same module
 ``agentgym serve``'s native routes use; tests check it against answers recorded from real SGLang
@@ -253,7 +257,12 @@ class SGLangEngine:
         joins the trainer's process group. Returns once it did; ``InfraError`` if refused."""
         await self.start()
         answer = await self._post_or_refusal(wg.INIT_WEIGHTS_UPDATE_GROUP, body)
-        api.check_update_response(answer, f"process group {body.get('group_name')}")
+        api.check_update_response(
+            answer,
+            f"process group {body.get('group_name')}",
+            "check that the server reaches master_address:master_port (--weight-sync-address) "
+            "and that its backend is available there",
+        )
 
     async def update_weights_from_group(
         self,
@@ -285,7 +294,11 @@ class SGLangEngine:
                     post.cancel()
                     await sent  # raises the broadcast's error
                 # a refusal raises here, leaving the broadcast to its group's timeout
-                api.check_update_response(await post, f"bucket {i} of {group_name}")
+                api.check_update_response(
+                    await post,
+                    f"bucket {i} of {group_name}",
+                    "restart the server (its weights are partly updated) and rerun with --resume",
+                )
                 await sent
 
         await self._bracketed(wg.UPDATE_WEIGHTS_FROM_DISTRIBUTED, load)
@@ -301,7 +314,7 @@ class SGLangEngine:
             if e.status == 404:
                 return {}, {}, None
             raise
-        api.check_update_response(answer, "its weights' checksums")
+        api.check_update_response(answer, "its weights' checksums", "see the server's log")
         return wg.parse_checksums(answer)
 
     async def _post_or_refusal(self, route: str, body: dict[str, Any]) -> Any:
