@@ -268,3 +268,49 @@ def test_weight_sync_through_a_group_is_for_an_sglang_server_and_builds_its_sync
     assert isinstance(sync, GroupSync)
     assert (sync.backend, sync.bucket_bytes, sync.verify) == ("gloo", 64 * 2**20, True)
     assert _group_sync(resolve_run(Layer("t", {**base, **served, "weight_sync": "disk"}))) is None
+
+
+@pytest.mark.slow  # one agentgym serve start, two updates: ~40-70 s wall on 2 busy cores
+def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
+    tmp_path, monkeypatch, capsys
+):
+    from agentgym.recipes.servers import ServerFleet
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    probe = PushProbe(monkeypatch)
+    fleets: list[ServerFleet] = []
+    start = ServerFleet.start
+
+    def recording_start(fleet: ServerFleet) -> list[str]:
+        fleets.append(fleet)
+        return start(fleet)
+
+    monkeypatch.setattr(ServerFleet, "start", recording_start)
+    template = "{python} -m agentgym serve --seed 1 --host {host} --port {port}"
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train", "--env", "agentgym/FrozenLake-v0", "--engine", "sglang",
+            "--launch", "1", "--launch-command", template,
+            "--weight-sync", "group", "--weight-sync-backend", "gloo",
+            "--steps", "2", "--group-size", "2", "--batch-size", "4",
+            "--set", "num_minibatches=1", "--max-turns", "2", "--no-action-choices",
+            "--eval-episodes", "0", "--checkpoint-every", "2", "--no-progress",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err[-3000:]
+    # the server started on other weights (seed 1); each push, through the group, landed
+    assert [r["version"] for r in probe.records] == [0, 1, 2]
+    for record in probe.records:
+        assert record["served_version"] == record["version"]
+        assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
+    assert not (out / "weights").exists()  # no files: the process group carried them
+    (fleet,) = fleets
+    (pid,) = fleet.pids
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{fleet.urls[0]}/health", timeout=2)  # stopped with the run
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
