@@ -270,11 +270,12 @@ def test_weight_sync_through_a_group_is_for_an_sglang_server_and_builds_its_sync
     assert _group_sync(resolve_run(Layer("t", {**base, **served, "weight_sync": "disk"}))) is None
 
 
-@pytest.mark.slow  # one agentgym serve start, two updates: ~40-70 s wall on 2 busy cores
+@pytest.mark.slow  # one agentgym serve start, two updates: ~30-40 s wall on 2 busy cores
 def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
     tmp_path, monkeypatch, capsys
 ):
     from agentgym.recipes.servers import ServerFleet
+    from agentgym.trainers.group_sync import GroupSync
 
     torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -287,6 +288,15 @@ def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
         return start(fleet)
 
     monkeypatch.setattr(ServerFleet, "start", recording_start)
+    calls: list[int] = []  # /update_weights_from_distributed calls per push
+    push = GroupSync.push
+
+    async def counting_push(sync: GroupSync, engine: Any, weights: Any) -> None:
+        before = sync.calls
+        await push(sync, engine, weights)
+        calls.append(sync.calls - before)
+
+    monkeypatch.setattr(GroupSync, "push", counting_push)
     template = "{python} -m agentgym serve --seed 1 --host {host} --port {port}"
     out = tmp_path / "run"
     code = main(
@@ -294,6 +304,7 @@ def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
             "train", "--env", "agentgym/FrozenLake-v0", "--engine", "sglang",
             "--launch", "1", "--launch-command", template,
             "--weight-sync", "group", "--weight-sync-backend", "gloo",
+            "--weight-sync-bucket-mb", "1",  # a 5 MiB policy: several buckets
             "--steps", "2", "--group-size", "2", "--batch-size", "4",
             "--set", "num_minibatches=1", "--max-turns", "2", "--no-action-choices",
             "--eval-episodes", "0", "--checkpoint-every", "2", "--no-progress",
@@ -307,6 +318,9 @@ def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
         assert record["served_version"] == record["version"]
         assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
     assert not (out / "weights").exists()  # no files: the process group carried them
+    assert len(calls) == 3
+    assert 3 <= calls[0] <= 8  # buckets, not one call per tensor (51 tensors)
+    assert calls == [calls[0]] * 3
     (fleet,) = fleets
     (pid,) = fleet.pids
     with pytest.raises(httpx.HTTPError):
