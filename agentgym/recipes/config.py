@@ -160,7 +160,8 @@ class RunConfig(Config):
     engine: Literal["hf", "sglang", "openai"] = "hf"
     """What generates the episodes: hf (in-process, beside the trainer), sglang (a server
     speaking SGLang's native API at engine_url: SGLang, or agentgym serve; it loads the policy
-    from disk after every update) or openai (refused for training: no weight-update API)."""
+    after every update, from disk or through a process group: weight_sync) or openai (refused
+    for training: no weight-update API)."""
     engine_url: str | None = None
     """The inference server's root URL (sglang, openai), e.g. http://127.0.0.1:30000."""
     weights_dir: str | None = None
