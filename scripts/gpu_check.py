@@ -24,7 +24,11 @@ still run. The defaults fit in about 9 minutes on an H100.
 - ``trl``: ``benchmarks/grpo_vs_trl.py`` on the same model and batch, when ``trl`` is installed;
 - ``server_loop``: ``agentgym serve`` (bf16 on the GPU) in its own process and ``agentgym train
   --engine sglang`` against it for 4 updates (weights by disk after each), then the server's
-  logprobs for a fixed prompt against a teacher-forced pass of the pushed weights.
+  logprobs for a fixed prompt against a teacher-forced pass of the pushed weights;
+- ``weight_sync``: the real-shape model served by ``agentgym serve``, three verified syncs
+  through a process group (NCCL when a second GPU holds the server, else gloo), seconds per
+  push and per verification, one push by disk beside them, the server's logprobs vs the
+  trainer's.
 
 Without CUDA it refuses (exit 2) unless ``--allow-cpu``; ``--tiny`` runs every section at toy
 size (what the tests run, to keep this script working).
@@ -54,6 +58,7 @@ BUDGETS = {
     "grpo_step": 60,
     "trl": 90,
     "server_loop": 90,
+    "weight_sync": 90,
 }
 """Seconds per section on a GPU (about 9 minutes in all, the model built once)."""
 TINY_MODEL = [
@@ -189,16 +194,21 @@ def section_trl(out: Section, args: argparse.Namespace) -> None:
 SERVER_PROMPT = [5, 17, 230, 41, 9, 88, 3]
 
 
-def _serve(tmp: Path, cuda: bool) -> tuple[subprocess.Popen[bytes], str]:
-    """``agentgym serve`` (the tiny policy; bf16 on the GPU) in its own process, once ready."""
+def _serve(
+    tmp: Path, cuda: bool, command: list[str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``agentgym serve`` (the tiny policy, bf16 on the GPU; or ``command``) in its own process,
+    once ready."""
     import socket
     import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "agentgym", "serve", "--port", str(port)]
-    command += ["--device", "cuda", "--dtype", "bfloat16"] if cuda else []
+    if command is None:
+        command = [sys.executable, "-m", "agentgym", "serve"]
+        command += ["--device", "cuda", "--dtype", "bfloat16"] if cuda else []
+    command = [*command, "--port", str(port)]
     log = open(tmp / "serve.log", "wb")  # noqa: SIM115 (open while the server runs)
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -285,6 +295,73 @@ def section_server_loop(out: Section, args: argparse.Namespace) -> None:
         server.wait(30)
 
 
+def section_weight_sync(out: Section, args: argparse.Namespace) -> None:
+    """The real-shape model served by ``agentgym serve`` in its own process, and weights pushed
+    to it through a process group (``weight_sync = "group"``): NCCL with the server on a second
+    GPU (NCCL refuses two ranks on one device), else gloo; three verified syncs, their seconds,
+    a push by disk beside them, and the server's greedy logprobs against the trainer's."""
+    import asyncio
+
+    import torch
+
+    from agentgym.inference.base import SamplingParams
+    from agentgym.inference.sglang import SGLangEngine
+    from agentgym.models import load
+    from agentgym.trainers.group_sync import GroupSync
+
+    cuda = torch.cuda.is_available()
+    nccl = cuda and torch.cuda.device_count() >= 2
+    dtype = torch.bfloat16 if cuda else torch.float32
+    out.record(backend="nccl" if nccl else "gloo", two_gpus=nccl)
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-check-sync-"))
+    command = [sys.executable, "-m", "agentgym", "serve", "--model", args.model_dir]
+    command += ["--device", "cuda:1" if nccl else "cuda", "--dtype", "bfloat16"] if cuda else []
+    server, url = _serve(tmp, cuda, command)
+    try:
+        model, _ = load(args.model_dir, dtype=dtype, device="cuda:0" if cuda else "cpu")
+        with torch.no_grad():  # not the served weights: the first sync must change them all
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.01)
+
+        async def syncs() -> dict[str, Any]:
+            engine = SGLangEngine(url, timeout=1800)
+            sync = GroupSync(backend="nccl" if nccl else "gloo")
+            figures: dict[str, Any] = {"push_s": [], "verify_s": []}
+            try:
+                for _ in range(3):
+                    start = time.perf_counter()
+                    sync.verify = False
+                    await sync.push(engine, model.state_dict())
+                    pushed = time.perf_counter()
+                    await sync.check(engine, model.state_dict())
+                    figures["push_s"].append(pushed - start)
+                    figures["verify_s"].append(time.perf_counter() - pushed)
+                figures["calls_per_sync"] = sync.calls // 3
+                start = time.perf_counter()
+                model.save_pretrained(tmp / "disk")
+                await engine.update_weights(tmp / "disk")
+                figures["disk_push_s"] = time.perf_counter() - start
+                params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+                figures["completion"] = await engine.generate(SERVER_PROMPT, params)
+            finally:
+                await engine.close()
+            return figures
+
+        figures = asyncio.run(syncs())
+        completion = figures.pop("completion")
+        out.record(**figures)
+        ids = torch.tensor([SERVER_PROMPT + completion.token_ids], device=model.device)
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(SERVER_PROMPT) - 1 : -1].float()
+        expected = torch.log_softmax(logits, -1).gather(-1, ids[0, len(SERVER_PROMPT) :, None])
+        pairs = zip(completion.logprobs, expected[:, 0].tolist(), strict=True)
+        gaps = [abs(a - b) for a, b in pairs]
+        out.record(max_logprob_gap=max(gaps))
+    finally:
+        server.kill()
+        server.wait(30)
+
+
 SECTIONS = {
     "model": section_model,
     "main_job": section_main_job,
@@ -294,6 +371,7 @@ SECTIONS = {
     "grpo_step": section_engine("grpo_step"),
     "trl": section_trl,
     "server_loop": section_server_loop,
+    "weight_sync": section_weight_sync,
 }
 
 

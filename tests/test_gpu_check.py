@@ -38,7 +38,7 @@ def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     assert proc.returncode == 0
     assert set(sections) == {
         "model", "main_job", "ds_step", "logprobs", "generation", "grpo_step", "trl",
-        "server_loop",
+        "server_loop", "weight_sync",
     }  # fmt: skip
     assert sections["main_job"]["figures"]["updates"] == 1
     logprobs = sections["logprobs"]["figures"]
@@ -53,3 +53,7 @@ def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     assert loop["updates"] == 2
     assert loop["served_version"] == 2  # a push after each update
     assert loop["max_logprob_gap_vs_fp32"] < 1e-4
+    sync = sections["weight_sync"]["figures"]
+    assert sync["backend"] == "gloo"
+    assert len(sync["push_s"]) == 3
+    assert sync["max_logprob_gap"] < 1e-4  # fp32 on the CPU

@@ -14,7 +14,9 @@ served. ``/v1/models`` lists the names.
 
 Beside them, SGLang's native API (``agentgym.inference.sglang_routes``): ``/generate``,
 ``/update_weights_from_disk``, ``/flush_cache``, ``/pause_generation``, ``/continue_generation``,
-``/get_model_info``, so that ``SGLangEngine`` trains against this server on a CPU exactly as it
+``/get_model_info``, and weight sync through a process group (``/init_weights_update_group``,
+``/update_weights_from_distributed``, ``/weights_checker``: ``group_routes``), so that
+``SGLangEngine`` trains against this server on a CPU exactly as it
 does against SGLang on GPUs. A pause holds the OpenAI routes' requests too.
 
 The CLI entry points ``add_serve_arguments`` / ``run_serve`` are wired into ``agentgym.cli``.
@@ -38,6 +40,7 @@ from starlette.routing import Route
 from agentgym.core.errors import ConfigError
 from agentgym.inference.base import Completion, SamplingParams
 from agentgym.inference.chat import parse_assistant, render_ids
+from agentgym.inference.group_routes import GroupRoutes
 from agentgym.inference.serve_checks import check_serve_args
 from agentgym.inference.sglang_routes import NativeRoutes, PausableEngine
 
@@ -275,11 +278,13 @@ def build_app(
     tool_parser: str = "hermes",
     model_path: str | None = None,
     tokenizer_path: str | None = None,
+    fault_tensor: str | None = None,
 ) -> Starlette:
     """The ASGI app serving ``engine`` (an ``HFEngine``, or any ``InferenceEngine`` whose
     completions carry ``text``) under the name ``model_name`` (or each of several names; the
     OpenAI routes answer 404 for any other); ``model_path`` and ``tokenizer_path`` (default:
-    the first name) are what ``/get_model_info`` reports."""
+    the first name) are what ``/get_model_info`` reports; ``fault_tensor`` corrupts that tensor
+    in every weight sync through a process group (tests of the sync's verification)."""
     names = served_names(None, model_name)
     pausable = PausableEngine(engine)
     routes = _Routes(pausable, tokenizer, names, tool_parser)
@@ -296,6 +301,7 @@ def build_app(
             Route("/v1/completions", _guarded(routes.completions), methods=["POST"]),
             Route("/v1/chat/completions", _guarded(routes.chat), methods=["POST"]),
             *native.routes(),
+            *GroupRoutes(native, fault_tensor=fault_tensor).routes(),
         ]
     )
 
@@ -324,7 +330,8 @@ def serve(
     engine = HFEngine(lm, tokenizer, max_batch_size=max_batch_size, seed=seed)
     names = served_names(model, model_name)
     path = str(model) if model else str(TINY_DIR)
-    app = build_app(engine, tokenizer, model_name=names, model_path=path)
+    fault = os.environ.get("AGENTGYM_SERVE_FAULT_TENSOR") or None
+    app = build_app(engine, tokenizer, model_name=names, model_path=path, fault_tensor=fault)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

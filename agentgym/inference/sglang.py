@@ -15,6 +15,10 @@
   ``update_weights(state_dict)`` with ``colocated=True`` goes through
   ``/update_weights_from_tensor`` (CUDA IPC handles serialized by SGLang's own serializer; the
   trainer and the server must share the GPU).
+* weights through a process group (``agentgym.inference.weight_group``):
+  ``init_weights_group`` (``/init_weights_update_group``), ``update_weights_from_group``
+  (one ``/update_weights_from_distributed`` per bucket while the caller broadcasts it,
+  bracketed as above) and ``weight_checksums`` (``/weights_checker``).
 
 Requests and answers are built and read by ``agentgym.inference.sglang_api``, the same module
 ``agentgym serve``'s native routes use; tests check it against answers recorded from real SGLang
@@ -32,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ import httpx
 
 from agentgym.core.errors import ConfigError, InfraError
 from agentgym.inference import sglang_api as api
+from agentgym.inference import weight_group as wg
 from agentgym.inference._http import HTTPStatusError, JSONClient
 from agentgym.inference.base import (
     Completion,
@@ -217,6 +222,13 @@ class SGLangEngine:
                 "needs colocated=True (CUDA IPC to the server)",
                 "save the weights with save_pretrained and pass the directory",
             )
+        await self._bracketed(update[0], lambda: self._post_update(*update, path))
+        self.weight_version = version
+
+    async def _bracketed(self, route: str, load: Callable[[], Awaitable[None]]) -> None:
+        """Run ``load`` with generation held: new requests wait and running ones finish, then
+        ``/pause_generation``, ``load()``, ``/flush_cache``; ``/continue_generation`` after,
+        whatever happened."""
         await self.start()
         self._open.clear()
         failed = True
@@ -224,12 +236,11 @@ class SGLangEngine:
             if self._in_flight:
                 await self._drained.wait()
             await self._optional(api.PAUSE_GENERATION, {"mode": self.pause_mode})
-            await self._post_update(*update, path)
+            await load()
             await self._optional(api.FLUSH_CACHE, None)
-            self.weight_version = version
             failed = False
         except InfraError as e:
-            if (down := self._down(e, update[0])) is None:
+            if (down := self._down(e, route)) is None:
                 raise
             raise down from e
         finally:
@@ -241,14 +252,85 @@ class SGLangEngine:
             finally:
                 self._open.set()
 
-    async def _post_update(self, route: str, body: dict[str, Any], path: str) -> None:
+    async def init_weights_group(self, body: dict[str, Any]) -> None:
+        """``/init_weights_update_group`` (``weight_group.init_group_request``): the server
+        joins the trainer's process group. Returns once it did; ``InfraError`` if refused."""
+        await self.start()
+        answer = await self._post_or_refusal(wg.INIT_WEIGHTS_UPDATE_GROUP, body)
+        api.check_update_response(
+            answer,
+            f"process group {body.get('group_name')}",
+            "check that the server reaches master_address:master_port (--weight-sync-address) "
+            "and that its backend is available there",
+        )
+
+    async def update_weights_from_group(
+        self,
+        buckets: Sequence[wg.Bucket],
+        send: Callable[[wg.Bucket], Awaitable[None]],
+        *,
+        group_name: str = wg.DEFAULT_GROUP_NAME,
+        flatten: bool = False,
+    ) -> None:
+        """Load ``buckets`` through the process group, bracketed as ``update_weights``: one
+        ``/update_weights_from_distributed`` per bucket while ``send(bucket)`` broadcasts it;
+        the last names the new ``weight_version``."""
+        version = self.weight_version + 1
+
+        async def load() -> None:
+            for i, bucket in enumerate(buckets):
+                body = wg.update_request(
+                    bucket,
+                    group_name=group_name,
+                    weight_version=version if i == len(buckets) - 1 else None,
+                    flatten=flatten,
+                )
+                post = asyncio.ensure_future(
+                    self._post_or_refusal(wg.UPDATE_WEIGHTS_FROM_DISTRIBUTED, body)
+                )
+                sent = asyncio.ensure_future(send(bucket))
+                await asyncio.wait({post, sent}, return_when=asyncio.FIRST_EXCEPTION)
+                if sent.done() and sent.exception() is not None:
+                    post.cancel()
+                    await sent  # raises the broadcast's error
+                # a refusal raises here, leaving the broadcast to its group's timeout
+                api.check_update_response(
+                    await post,
+                    f"bucket {i} of {group_name}",
+                    "restart the server (its weights are partly updated) and rerun with --resume",
+                )
+                await sent
+
+        await self._bracketed(wg.UPDATE_WEIGHTS_FROM_DISTRIBUTED, load)
+        self.weight_version = version
+
+    async def weight_checksums(self) -> tuple[dict[str, str], dict[str, str], str | None]:
+        """``/weights_checker`` ``{"action": "checksum"}``: ``(checksums, dtypes, algorithm)``
+        (``weight_group.parse_checksums``); empty for a server without the route (404)."""
+        await self.start()
         try:
-            answer = await self._http.post(route, body)
-        except HTTPStatusError as e:  # SGLang answers a failed update with HTTP 400
+            answer = await self._post_or_refusal(wg.WEIGHTS_CHECKER, {"action": "checksum"})
+        except HTTPStatusError as e:
+            if e.status == 404:
+                return {}, {}, None
+            raise
+        api.check_update_response(answer, "its weights' checksums", "see the server's log")
+        return wg.parse_checksums(answer)
+
+    async def _post_or_refusal(self, route: str, body: dict[str, Any]) -> Any:
+        """POST ``body``; an HTTP 400 answer in SGLang's ``{"success": false}`` shape is
+        returned (for ``check_update_response``), any other failure raised."""
+        try:
+            return await self._http.post(route, body)
+        except HTTPStatusError as e:
             answer = _json_or_none(e.body)
             if not isinstance(answer, dict) or "success" not in answer:
                 raise
-        api.check_update_response(answer, path)
+            return answer
+
+    async def _post_update(self, route: str, body: dict[str, Any], path: str) -> None:
+        # SGLang answers a failed update with HTTP 400
+        api.check_update_response(await self._post_or_refusal(route, body), path)
 
     def _down(self, error: InfraError, route: str) -> InfraError | None:
         """For ``error`` from a server that did not answer at all (connection refused or

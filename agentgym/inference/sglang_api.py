@@ -369,12 +369,15 @@ def update_response(success: bool, message: str, num_paused_requests: int = 0) -
     return {"success": success, "message": message, "num_paused_requests": num_paused_requests}
 
 
-def check_update_response(answer: Any, path: str) -> None:
+def check_update_response(
+    answer: Any,
+    path: str,
+    fix: str = "check that the directory holds safetensors of the served model's architecture",
+) -> None:
     """Raise ``InfraError`` unless ``answer`` reports a successful weight update."""
     if isinstance(answer, dict) and answer.get("success") in (False, "False", "false"):
         raise InfraError(
-            f"the SGLang server refused the weights at {path}: {answer.get('message')}. "
-            "Fix: check that the directory holds safetensors of the served model's architecture."
+            f"the SGLang server refused the weights at {path}: {answer.get('message')}. Fix: {fix}."
         )
 
 

@@ -44,7 +44,12 @@ __all__ = ["DEFAULT_ENV", "Layer", "RunConfig", "find_recipe", "history_window",
 DEFAULT_ENV = "agentgym/FrozenLake-v0"
 DEFAULT_ALGO = "grpo"
 TABLES = (
-    "config", "options", "env_kwargs", "train_env_kwargs", "curriculum_kwargs", "role_policies",
+    "config",
+    "options",
+    "env_kwargs",
+    "train_env_kwargs",
+    "curriculum_kwargs",
+    "role_policies",
     "guards",
 )
 """The tables of a run file: a layer merges into them key by key."""
@@ -155,12 +160,38 @@ class RunConfig(Config):
     engine: Literal["hf", "sglang", "openai"] = "hf"
     """What generates the episodes: hf (in-process, beside the trainer), sglang (a server
     speaking SGLang's native API at engine_url: SGLang, or agentgym serve; it loads the policy
-    from disk after every update) or openai (refused for training: no weight-update API)."""
+    after every update, from disk or through a process group: weight_sync) or openai (refused
+    for training: no weight-update API)."""
     engine_url: str | None = None
     """The inference server's root URL (sglang, openai), e.g. http://127.0.0.1:30000."""
     weights_dir: str | None = None
     """Where the policy is written after every update for a server to load (the newest two
     kept); None: <out>/weights. On another machine: a folder of a shared file system."""
+    launch: int = 0
+    """Inference servers the run starts and owns (engine sglang; engine_url is then theirs):
+    from launch_command on launch_devices; each is waited for, restarted if it crashes, and
+    stopped at exit (none outlives the run, SIGKILL included). 0: attach to engine_url. One
+    server per run for now."""
+    launch_command: str | None = None
+    """The launched servers' command line, with {python}, {model}, {host}, {port}, {device},
+    {index} filled in; None: SGLang's python -m sglang.launch_server --model-path {model}
+    --host {host} --port {port} --base-gpu-id {device}. E.g. "{python} -m agentgym serve
+    --model {model} --port {port}" on a CPU."""
+    launch_devices: str | None = None
+    """Comma-separated {device} of each launched server (round robin); None: 0, 1, ..."""
+    weight_sync: Literal["disk", "group"] = "disk"
+    """How the policy reaches an sglang engine after every update: disk (safetensors in
+    weights_dir, read back by the server; portable) or group (a process group with the
+    server: NCCL on GPUs, gloo on CPUs, in buckets, every tensor's checksum compared after
+    each sync). docs/weight_sync.md."""
+    weight_sync_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """The process group's backend (weight_sync group): auto is nccl when CUDA is available,
+    else gloo."""
+    weight_sync_bucket_mb: int = 512
+    """The most MiB one update call carries through the process group (weight_sync group)."""
+    weight_sync_address: str = "127.0.0.1"
+    """The address the server reaches the trainer at for the process group (weight_sync
+    group): this machine's address on the servers' network when they run elsewhere."""
     eval_episodes: int = 128
     """Episodes of the evaluations before and after training; 0: none."""
     start_eval_episodes: int | None = None
@@ -258,12 +289,48 @@ class RunConfig(Config):
             "pass --engine sglang, or drop --engine-url",
         )
         require(
-            not served or bool(self.engine_url),
+            self.launch >= 0 and (self.launch == 0 or self.engine == "sglang"),
+            self,
+            "launch",
+            f"starts SGLang-API servers: needs engine sglang and a count >= 0, not {self.launch} "
+            f"with engine {self.engine}",
+            "pass --engine sglang --launch 1",
+        )
+        require(
+            self.launch <= 1,
+            self,
+            "launch",
+            "is one server per run for now",
+            "pass --launch 1, or start the servers yourself",
+        )
+        require(
+            not (self.launch and self.engine_url),
+            self,
+            "engine_url",
+            "is the launched server's own with --launch",
+            "drop --engine-url, or --launch",
+        )
+        require(
+            not served or bool(self.engine_url) or self.launch > 0,
             self,
             "engine_url",
             f"is needed with engine {self.engine}",
             "pass --engine-url http://HOST:PORT of a running server (agentgym serve --model "
             "DIR, or SGLang's launch_server)",
+        )
+        require(
+            self.weight_sync == "disk" or self.engine == "sglang",
+            self,
+            "weight_sync",
+            f"group needs engine sglang, not {self.engine}",
+            "pass --engine sglang, or drop --weight-sync",
+        )
+        require(
+            self.weight_sync_bucket_mb >= 1,
+            self,
+            "weight_sync_bucket_mb",
+            "must be >= 1",
+            "use e.g. 512",
         )
         require(
             not (served and self.action_choices),

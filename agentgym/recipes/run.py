@@ -90,7 +90,8 @@ def _prepare_out(run: RunConfig, out: Path) -> None:
 
 
 def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
-    """The server at ``run.engine_url``, attached to ``trainer`` by disk (``weight_sync``:
+    """The server at ``run.engine_url``, attached to ``trainer`` by disk, or through a process
+    group with ``run.weight_sync = "group"`` (``weight_sync``:
     the trainer's weights pushed now, then after every update). An OpenAI-compatible server is
     refused: without token ids and logprobs nothing can be trained on its text, and with them
     it still cannot load new weights."""
@@ -98,7 +99,9 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
     from agentgym.recipes.engines import TINY_NAME, EngineSpec, make_engine, token_level
     from agentgym.trainers.weight_sync import attach_server
 
-    spec = EngineSpec(kind=run.engine, url=run.engine_url, model=run.model or TINY_NAME)
+    fleet = _launch(run, trainer) if run.launch else None
+    url = fleet.urls[0] if fleet is not None else run.engine_url
+    spec = EngineSpec(kind=run.engine, url=url, model=run.model or TINY_NAME)
     engine = make_engine(spec, seed=run.seed, tokenizer=trainer.tokenizer)
     try:
         if run.engine == "openai":
@@ -115,10 +118,54 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
                     "use --engine sglang (agentgym serve or SGLang), or --engine hf",
                 )
         weights = Path(run.weights_dir) if run.weights_dir else out / "weights"
-        return attach_server(trainer, engine, weights)
+        policy = attach_server(trainer, engine, weights, sync=_group_sync(run))
+        if fleet is not None:
+            fleet.on_restart = policy.server_restarted
+            policy.close_with(fleet.close)
+        return policy
     except BaseException:
         run_sync(engine.close())
+        if fleet is not None:
+            fleet.close()
         raise
+
+
+def _launch(run: RunConfig, trainer: Any) -> Any:
+    """The servers of ``run.launch``, started and answering (``servers.ServerFleet``)."""
+    from agentgym.models import TINY_DIR
+    from agentgym.recipes.servers import SGLANG_TEMPLATE, ServerFleet
+
+    if trainer.backend.world_size > 1:
+        raise ConfigError(
+            "launch",
+            run.launch,
+            f"starts servers from one process, not from each of {trainer.backend.world_size} "
+            "data-parallel ranks",
+            "start the servers yourself and pass --engine-url",
+        )
+    devices = [d.strip() for d in (run.launch_devices or "").split(",") if d.strip()]
+    fleet = ServerFleet(
+        run.launch,
+        model=str(run.model or TINY_DIR),
+        template=run.launch_command or SGLANG_TEMPLATE,
+        devices=devices,
+    )
+    fleet.start()
+    return fleet
+
+
+def _group_sync(run: RunConfig) -> Any:
+    """The process group of ``run.weight_sync = "group"``; None for weights by disk."""
+    if run.weight_sync != "group":
+        return None
+    from agentgym.trainers.group_sync import GroupSync
+
+    backend = None if run.weight_sync_backend == "auto" else run.weight_sync_backend
+    return GroupSync(
+        backend=backend,
+        bucket_bytes=run.weight_sync_bucket_mb * 2**20,
+        master_address=run.weight_sync_address,
+    )
 
 
 def _training_env(run: RunConfig, world_size: int) -> tuple[Any, dict[str, Any]]:

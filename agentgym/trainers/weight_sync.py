@@ -28,6 +28,10 @@ loop), and a push first holds new completions and waits for those running (on ev
 a barrier), so each completion, hence each turn, was sampled by one version, the one it records.
 Only the load is held: the model directory is written while generation goes on.
 
+With ``sync=GroupSync(...)`` (``agentgym.trainers.group_sync``) steps 1-2 go through a process
+group instead of files (NCCL on GPUs, gloo on CPUs; buckets of flattened tensors), and every
+sync is verified by a checksum of each tensor on both sides.
+
 A server that fails to load the weights, or cannot be
 reached while generating, stops the run with ``InferenceServerError``: the last checkpoint is
 untouched, and ``--resume`` continues from it once the server is back.
@@ -44,7 +48,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -53,6 +57,7 @@ import torch
 from agentgym.core.errors import ConfigError, Error, InfraError
 from agentgym.core.types import Episode
 from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
+from agentgym.trainers.group_sync import GroupSync, WeightSyncMismatch
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -147,6 +152,8 @@ class ServerPolicy:
         trainer: the trainer whose policy it serves (its ``step_count`` is the version).
         weights_dir: where the model directories go; on a file system the server reads.
         keep: model directories kept (the newest); >= 1.
+        sync: push through a process group instead of files (``group_sync.GroupSync``:
+            bucketed, verified by checksums); the engine must be an ``SGLangEngine``.
     """
 
     def __init__(
@@ -156,10 +163,18 @@ class ServerPolicy:
         weights_dir: str | os.PathLike[str],
         *,
         keep: int = 2,
+        sync: GroupSync | None = None,
     ) -> None:
         if keep < 1:
             raise ConfigError("keep", keep, "must be >= 1", "keep the newest 1 or 2")
-        self.engine, self.trainer, self.keep = engine, trainer, keep
+        if sync is not None and not hasattr(engine, "update_weights_from_group"):
+            raise ConfigError(
+                "weight_sync",
+                "group",
+                f"needs a server speaking SGLang's native API, not {type(engine).__name__}",
+                'use --engine sglang, or weight_sync = "disk"',
+            )
+        self.engine, self.trainer, self.keep, self.sync = engine, trainer, keep, sync
         self.weights_dir = Path(weights_dir)
         self.tokenizer = trainer.tokenizer
         """Renders prompts for the collector: the policy's own."""
@@ -176,6 +191,8 @@ class ServerPolicy:
         self._open = asyncio.Event()  # not held for a push
         self._idle.set()
         self._open.set()
+        self._restarted = False  # the server restarted: it holds its start weights
+        self._closers: list[Callable[[], None]] = []
 
     async def _home(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this policy's loop (started on first use) and wait for it."""
@@ -195,7 +212,42 @@ class ServerPolicy:
     ) -> Completion:
         return await self._home(self._generate(prompt_token_ids, sampling))
 
+    def server_restarted(self, url: str) -> None:
+        """The server was restarted (``ServerFleet``, from its thread): it holds the weights it
+        starts with, so the newest pushed ones are loaded again before it generates."""
+        self._restarted = True
+
+    def close_with(self, close: Callable[[], None]) -> None:
+        """Call ``close()`` when this policy closes (e.g. stop the servers a run launched)."""
+        self._closers.append(close)
+
+    async def _reload(self) -> None:
+        """After a restart: the newest model directory pushed, loaded again under its version
+        (new completions held meanwhile)."""
+        self._restarted = False
+        newest = sorted(self.weights_dir.glob("step-*"))
+        if self.sync is not None or self.version is None or not newest:
+            raise InferenceServerError(
+                f"the inference server at {self.url} restarted and holds the weights it starts "
+                f"with, not the policy's (version {self.version}), and "
+                + (
+                    "weights that go through a process group are not kept to load again"
+                    if self.sync is not None
+                    else "no pushed model directory is left"
+                )
+                + f". Fix: {RESUME_FIX}."
+            )
+        await self._hold()
+        try:
+            served = await self._load(self.version, newest[-1].resolve(), {})
+            if isinstance(served, int):
+                self._versions[served] = self.version
+        finally:
+            await self._release()
+
     async def _generate(self, prompt: Sequence[int], sampling: SamplingParams) -> Completion:
+        if self._restarted:
+            await self._reload()
         await self._open.wait()  # held while a push loads new weights
         self._running += 1
         self._idle.clear()
@@ -231,7 +283,7 @@ class ServerPolicy:
         failure: BaseException | None = None
         served: Any = version
         path = None
-        if backend.rank == 0:
+        if backend.rank == 0 and self.sync is None:
             try:
                 path = await asyncio.to_thread(self._write, version, weights)
             except BaseException as error:
@@ -240,9 +292,9 @@ class ServerPolicy:
         try:
             if backend.world_size > 1:  # every rank's completions are held before the load
                 backend.all_reduce(torch.zeros(1))
-            if path is not None:
+            if path is not None or (backend.rank == 0 and self.sync is not None):
                 try:
-                    served = await self._home(self._load(version, path))
+                    served = await self._home(self._load(version, path, weights))
                 except BaseException as error:  # every rank hears of it, then rank 0 raises
                     failure = error
             self._check_all_pushed(failure, version)
@@ -274,9 +326,9 @@ class ServerPolicy:
             self.pushed |= known
             state["pushed_versions"] = sorted(known | {version})
 
-    async def _load(self, version: int, path: Path) -> Any:
-        """Have the server load ``path`` as version ``version``; returns the number the server
-        now reports."""
+    async def _load(self, version: int, path: Path | None, weights: Mapping[str, Tensor]) -> Any:
+        """Have the server load ``path`` (or ``weights`` through the process group) as
+        version ``version``; returns the number the server now reports."""
         from agentgym.inference.sglang import SGLangEngine
 
         if isinstance(self.engine, SGLangEngine):
@@ -284,16 +336,21 @@ class ServerPolicy:
             # trainer's version itself, the number every rank maps
             self.engine.weight_version = version - 1
         try:
-            await self.engine.update_weights(path)
-        except ConfigError:
+            if self.sync is not None:
+                await self.sync.push(self.engine, weights)
+            else:
+                await self.engine.update_weights(path)
+        except (ConfigError, WeightSyncMismatch):
             raise
         except Exception as error:
             fix = START_FIX if self.version is None else RESUME_FIX  # the first push: at start
+            source = path if self.sync is None else f"a {self.sync.backend} process group"
             raise InferenceServerError(
                 f"the inference server at {self.url} did not load the weights of update "
-                f"{version} from {path}: {type(error).__name__}: {error}. Fix: {fix}."
+                f"{version} from {source}: {type(error).__name__}: {error}. Fix: {fix}."
             ) from error
-        await asyncio.to_thread(self._prune, path)
+        if path is not None:
+            await asyncio.to_thread(self._prune, path)
         return getattr(self.engine, "weight_version", None)
 
     def _write(self, version: int, weights: Mapping[str, Tensor]) -> Path:
@@ -330,6 +387,13 @@ class ServerPolicy:
                     )
 
     async def close(self) -> None:
+        try:
+            await self._close_engine()
+        finally:
+            for close in self._closers:
+                await asyncio.to_thread(close)
+
+    async def _close_engine(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             await self.engine.close()
@@ -355,9 +419,11 @@ def attach_server(
     weights_dir: str | os.PathLike[str],
     *,
     keep: int = 2,
+    sync: GroupSync | None = None,
 ) -> ServerPolicy:
     """Attach ``engine`` (a server) to ``trainer`` through a ``ServerPolicy`` and push the
-    trainer's weights to it now; returns the ``ServerPolicy`` (an ``InferenceEngine``)."""
+    trainer's weights to it now (by files, or through ``sync``'s process group); returns the
+    ``ServerPolicy`` (an ``InferenceEngine``)."""
     if isinstance(engine, ServerPolicy):
         trainer.attach_engine(engine)
         return engine
@@ -369,7 +435,7 @@ def attach_server(
             "attach it with trainer.attach_engine (or colocated_engine)",
         )
     check_trainable_engine(engine)
-    policy = ServerPolicy(engine, trainer, weights_dir, keep=keep)
+    policy = ServerPolicy(engine, trainer, weights_dir, keep=keep, sync=sync)
     trainer.attach_engine(policy)
     trainer.push_weights()
     return policy

@@ -22,7 +22,7 @@ def recorded(name: str) -> dict:
 
 def test_every_fixture_names_its_source_and_status():
     files = sorted(FIXTURES.glob("*.json"))
-    assert len(files) == 10
+    assert len(files) == 14
     for file in files:
         data = json.loads(file.read_text())
         assert set(data) == {"source", "status", "body"}, file.name

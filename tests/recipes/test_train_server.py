@@ -192,8 +192,10 @@ def test_train_against_a_server_process_syncs_weights_and_resumes_after_it_dies(
         assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
     pairs = [p for r in probe.records for p in zip(r["server"], r["trainer"], strict=True)]
     gap = max(abs(a - b) for a, b in pairs)
-    print(f"server vs trainer logprobs: max |diff| {gap:.2e}; push (write + load) s: "
-          + ", ".join(f"{s:.2f}" for s in probe.push_s))
+    print(
+        f"server vs trainer logprobs: max |diff| {gap:.2e}; push (write + load) s: "
+        + ", ".join(f"{s:.2f}" for s in probe.push_s)
+    )
     by_version = {r["version"]: r["trainer"] for r in probe.records}
     assert by_version[1] != pytest.approx(by_version[0], abs=1e-4)  # the updates moved it
     lines = (out / "metrics.jsonl").read_text().splitlines()
@@ -246,3 +248,83 @@ def test_an_openai_server_is_refused_before_training_and_says_why(tmp_path, monk
     assert "not the sampled token ids" in error
     assert "--engine sglang" in error
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_weight_sync_through_a_group_is_for_an_sglang_server_and_builds_its_sync():
+    from agentgym.core.errors import ConfigError
+    from agentgym.recipes.run import _group_sync
+    from agentgym.trainers.group_sync import GroupSync
+
+    base = {"env": "agentgym/FrozenLake-v0", "out": "unused", "weight_sync": "group"}
+    with pytest.raises(ConfigError, match=r"weight_sync.*needs engine sglang.*--engine sglang"):
+        resolve_run(Layer("t", base))
+    served = {"engine": "sglang", "engine_url": "http://h:1", "action_choices": False}
+    with pytest.raises(ConfigError, match=r"weight_sync_bucket_mb.*must be >= 1"):
+        resolve_run(Layer("t", {**base, **served, "weight_sync_bucket_mb": 0}))
+    run = resolve_run(
+        Layer("t", {**base, **served, "weight_sync_backend": "gloo", "weight_sync_bucket_mb": 64})
+    )
+    sync = _group_sync(run)
+    assert isinstance(sync, GroupSync)
+    assert (sync.backend, sync.bucket_bytes, sync.verify) == ("gloo", 64 * 2**20, True)
+    assert _group_sync(resolve_run(Layer("t", {**base, **served, "weight_sync": "disk"}))) is None
+
+
+@pytest.mark.slow  # one agentgym serve start, two updates: ~30-40 s wall on 2 busy cores
+def test_train_launches_its_server_syncs_through_a_group_and_stops_it(
+    tmp_path, monkeypatch, capsys
+):
+    from agentgym.recipes.servers import ServerFleet
+    from agentgym.trainers.group_sync import GroupSync
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    probe = PushProbe(monkeypatch)
+    fleets: list[ServerFleet] = []
+    start = ServerFleet.start
+
+    def recording_start(fleet: ServerFleet) -> list[str]:
+        fleets.append(fleet)
+        return start(fleet)
+
+    monkeypatch.setattr(ServerFleet, "start", recording_start)
+    calls: list[int] = []  # /update_weights_from_distributed calls per push
+    push = GroupSync.push
+
+    async def counting_push(sync: GroupSync, engine: Any, weights: Any) -> None:
+        before = sync.calls
+        await push(sync, engine, weights)
+        calls.append(sync.calls - before)
+
+    monkeypatch.setattr(GroupSync, "push", counting_push)
+    template = "{python} -m agentgym serve --seed 1 --host {host} --port {port}"
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train", "--env", "agentgym/FrozenLake-v0", "--engine", "sglang",
+            "--launch", "1", "--launch-command", template,
+            "--weight-sync", "group", "--weight-sync-backend", "gloo",
+            "--weight-sync-bucket-mb", "1",  # a 5 MiB policy: several buckets
+            "--steps", "2", "--group-size", "2", "--batch-size", "4",
+            "--set", "num_minibatches=1", "--max-turns", "2", "--no-action-choices",
+            "--eval-episodes", "0", "--checkpoint-every", "2", "--no-progress",
+            "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err[-3000:]
+    # the server started on other weights (seed 1); each push, through the group, landed
+    assert [r["version"] for r in probe.records] == [0, 1, 2]
+    for record in probe.records:
+        assert record["served_version"] == record["version"]
+        assert record["server"] == pytest.approx(record["trainer"], abs=1e-4, rel=0)
+    assert not (out / "weights").exists()  # no files: the process group carried them
+    assert len(calls) == 3
+    assert 3 <= calls[0] <= 8  # buckets, not one call per tensor (51 tensors)
+    assert calls == [calls[0]] * 3
+    (fleet,) = fleets
+    (pid,) = fleet.pids
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{fleet.urls[0]}/health", timeout=2)  # stopped with the run
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

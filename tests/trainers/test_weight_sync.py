@@ -183,6 +183,24 @@ def test_a_server_that_fails_to_load_the_weights_stops_with_the_fix(tmp_path):
         run_sync(trainer.engine.close())
 
 
+def test_a_restarted_server_loads_the_newest_weights_before_it_generates(tmp_path):
+    trainer = make("grpo", policy=models.load(seed=0), config=CONFIGS["grpo"])
+    server = FakeServer(models.load(seed=1)[0], trainer.tokenizer)  # starts on other weights
+    policy = attach_server(trainer, server, tmp_path)
+    try:
+        with torch.no_grad():  # what a restarted server holds: its start weights
+            server.inner.model.load_state_dict(models.load(seed=1)[0].state_dict())
+        policy.server_restarted(server.base_url)  # ServerFleet's callback
+        completion = run_sync(policy.generate([1, 2, 3], SamplingParams(max_tokens=2)))
+        assert [Path(p).name for p in server.paths] == ["step-00000000"] * 2  # loaded again
+        assert completion.weight_version == 0
+        served = server.inner.model.state_dict()
+        for name, tensor in trainer.policy_state_dict().items():
+            torch.testing.assert_close(served[name], tensor, rtol=0, atol=0, msg=name)
+    finally:
+        run_sync(policy.close())
+
+
 def test_an_unreachable_server_is_refused_at_attach(tmp_path):
     trainer = make("grpo", policy=models.load(seed=0), config=CONFIGS["grpo"])
     server = FakeServer(trainer.module.policy, trainer.tokenizer)
