@@ -113,6 +113,7 @@ echo "${{PIPESTATUS[0]}}"
 """
 _PYTEST_SECTION = re.compile(r"^\s*\[(pytest|tool:pytest|tool\.pytest[\w.\-]*)\]", re.MULTILINE)
 _CONFIG_FILES = frozenset({"tox.ini", "setup.cfg", "pyproject.toml"})
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)")
 
 
 @dataclass
@@ -163,6 +164,26 @@ def patch_paths(patch: str) -> set[str]:
             if name != "/dev/null":
                 paths.add(name[2:] if name[:2] in ("a/", "b/") else name)
     return paths
+
+
+def added_lines(patch: str) -> dict[str, list[int]]:
+    """For each file a unified git diff changes, the line numbers its new text adds."""
+    added: dict[str, list[int]] = {}
+    current: list[int] | None = None
+    line_no = 0
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:].split("\t", 1)[0].strip().strip('"')
+            current = None if name == "/dev/null" else added.setdefault(name[2:], [])
+        elif line.startswith("@@ "):
+            match = _HUNK.match(line)
+            line_no = int(match.group(1)) if match else 0
+        elif current is not None and line.startswith("+"):
+            current.append(line_no)
+            line_no += 1
+        elif line.startswith(" "):
+            line_no += 1
+    return added
 
 
 def protected_reason(path: str, test_patch_paths: set[str]) -> str | None:
@@ -279,7 +300,8 @@ async def _grade_in(
                 error = f"the instance's test_patch does not apply: {excerpt(why, 500)}"
                 return GradeResult(0.0, "infra_error", dropped=dropped, infra_error=error)
         changed = sorted(patch_paths(graded_text))
-        result = await _run_tests(sandbox, instance, changed, test_timeout)
+        lines = added_lines(graded_text)
+        result = await _run_tests(sandbox, instance, changed, lines, test_timeout)
     result.graded_diff, result.dropped = graded_text, dropped
     return result
 
@@ -344,12 +366,17 @@ async def _new_text(sandbox: Sandbox, path: str) -> str:
 
 
 async def _run_tests(
-    sandbox: Sandbox, instance: SWEInstance, changed: list[str], test_timeout: float
+    sandbox: Sandbox,
+    instance: SWEInstance,
+    changed: list[str],
+    lines: dict[str, list[int]],
+    test_timeout: float,
 ) -> GradeResult:
     nonce = secrets.token_hex(16)
     canary = make_canary(instance.test_files)
     tests = [*instance.fail_to_pass, *instance.pass_to_pass]
-    stdin = request(nonce, list(instance.test_files), tests, canary, changed, test_timeout)
+    files = list(instance.test_files)
+    stdin = request(nonce, files, tests, canary, changed, test_timeout, lines=lines)
     run = await sandbox.run(
         ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
         stdin=stdin,

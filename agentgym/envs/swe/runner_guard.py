@@ -30,7 +30,7 @@ _MISSING = object()
 HOT = frozenset({"_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
                  "_pytest.skipping", "_pytest.outcomes", "pluggy._callers", "pluggy._hooks",
                  "pluggy._result", "pluggy._manager", "json.encoder", "__main__",
-                 "runner_guard"})  # fmt: skip
+                 "runner_guard", "runner_compare", "_pytest.assertion.rewrite"})  # fmt: skip
 """Modules checked at every test's call report (the reporting path); all of them at the end."""
 REPORT_HOOKS = frozenset({"pytest_runtest_logreport", "pytest_runtest_makereport",
                           "pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call",
@@ -43,7 +43,8 @@ _Entry = tuple  # (where, namespace, key, value, func, code, defaults)
 
 def machinery() -> list[str]:
     """Names of the loaded modules whose namespaces ``Guard`` watches."""
-    prefixes = ("_pytest", "pytest", "pluggy", "unittest", "json", "runner_guard")
+    prefixes = ("_pytest", "pytest", "pluggy", "unittest", "json", "runner_guard",
+                "runner_compare")  # fmt: skip
     found = [n for n in list(sys.modules) if n.split(".")[0] in prefixes]
     return [*found, "builtins", "os", "posix", "sys", "__main__"]
 

@@ -28,7 +28,8 @@ line on stdout, which no other process holds: ``{"nonce", "records", "problems",
 "timed_out", "error"}``. The tests' output goes to its stderr.
 
 Request on stdin: the 32-character hex nonce and a newline, then JSON ``{"files": [...],
-"tests": [...], "canary": {"path", "source"}, "changed": [...], "timeout": seconds}``. The
+"tests": [...], "canary": {"path", "source"}, "changed": [...], "lines": {path: [added line
+numbers]}, "timeout": seconds}``. The
 verdict keeps the records of ``tests`` only, as ``[nodeid, when, outcome, xfail]``; problems
 are sentences naming what looked tampered with.
 """
@@ -46,10 +47,12 @@ from typing import Any
 
 if __name__ == "__main__":  # in the sandbox: runner_guard.py lies next to this file
     sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+    import runner_compare as compare
     import runner_guard as checks
 
     del sys.path[0]
 else:  # imported on the host (tests)
+    from agentgym.envs.swe import runner_compare as compare
     from agentgym.envs.swe import runner_guard as checks
 
 _dumps, _loads = json.dumps, json.loads
@@ -95,12 +98,16 @@ class Recorder:
     supervisor at once (nothing piles up in memory where later code could rewrite it)."""
 
     def __init__(self, send: Callable[[object], None], guard: checks.Guard,
-                 origins: checks.Origins, report_class: type) -> None:  # fmt: skip
+                 origins: checks.Origins, report_class: type,
+                 plain: compare.Plain | None = None,
+                 files: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.send, self.guard, self.origins = send, guard, origins
-        self.report_class = report_class
+        self.report_class, self.plain = report_class, plain
+        self.files = frozenset(os.path.realpath(f) for f in files)
         self.sent: set[str] = set()
         self.hooks: checks.Hooks | None = None
         self.tests: dict[str, tuple[object, str, object, object]] = {}
+        self.bindings: dict[str, tuple[dict, dict, dict]] = {}  # type: ignore[type-arg]
 
     def pytest_configure(self, config: object) -> None:
         self.hooks = checks.Hooks(config.pluginmanager, self.origins)  # type: ignore[attr-defined]
@@ -117,6 +124,50 @@ class Recorder:
             code = getattr(getattr(func, "__func__", func), "__code__", None)
             if code is not None:
                 self.tests[item.nodeid] = (holder, name, func, code)
+        self.problems(self.note_modules(getattr(session, "items", [])))
+
+    def note_modules(self, items: list) -> list[str]:  # type: ignore[type-arg]
+        """Check that each graded test module had its comparisons rewritten
+        (``runner_compare``), and note what it bound to code (``imported_names``; the
+        functions, classes and modules in its namespace), which ``pytest_runtest_call`` checks."""
+        found = []
+        for item in items:
+            module = getattr(item, "module", None)
+            path = os.path.realpath(str(getattr(module, "__file__", "")))
+            if path not in self.files or path in self.bindings:
+                continue
+            space = vars(module)
+            code = {k: v for k, v in space.items() if isinstance(v, _BOUND_TO_CODE)}
+            imported = {k: v for k, v in imported_names(path, space).items()
+                        if space.get(k) is _held(*v)}  # fmt: skip
+            self.bindings[path] = (space, code, imported)
+            if self.plain is not None and not compare.rewritten(module, self.plain):
+                found.append(f"the test module {os.path.relpath(path)} was not imported "
+                             "through the grader's rewriting of its comparisons")  # fmt: skip
+        return found + self.rebound()
+
+    def pytest_runtest_call(self, item: object) -> None:
+        """Before each test runs: each name a graded test module imported is still what its
+        module holds under that name, and each function, class or module in its namespace is
+        the one it held when collected (a rebound name is put back, and is tampering)."""
+        self.problems(self.rebound())
+
+    def rebound(self) -> list[str]:
+        found = []
+        for path, (space, code, imported) in self.bindings.items():
+            where = os.path.relpath(path)
+            for key, (module, attr) in imported.items():
+                value = _held(module, attr)
+                if value is not _UNSET and space.get(key) is not value:
+                    space[key] = value
+                    found.append(f"{where}: the name {key!r} the test module imported was "
+                                 "rebound to something its module does not hold")  # fmt: skip
+            for key, value in code.items():
+                if key not in imported and space.get(key, _UNSET) is not value:
+                    space[key] = value
+                    found.append(f"{where}: the test module's name {key!r} was rebound "
+                                 "after the module was collected")  # fmt: skip
+        return found
 
     def pytest_runtest_logreport(self, report: object) -> None:
         found = checks.report_problems(report, self.report_class)
@@ -150,6 +201,46 @@ class Recorder:
                 self.send({"problem": problem})
 
 
+def _held(module: str, attr: str | None) -> object:
+    """What ``module`` holds under ``attr`` (the module itself for None), or ``_UNSET``."""
+    found = sys.modules.get(module, _UNSET)
+    return found if attr is None or found is _UNSET else getattr(found, attr, _UNSET)
+
+
+def imported_names(path: str, space: dict) -> dict[str, tuple[str, str | None]]:  # type: ignore[type-arg]
+    """The names the module at ``path`` binds with a top-level ``import``: name -> (module,
+    attribute; None for the module itself). Read from the file (which the supervisor checks
+    is unchanged), never from the module."""
+    import ast
+    import importlib.util
+
+    try:
+        with open(path, "rb") as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    names: dict[str, tuple[str, str | None]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = (alias.name, None)
+                else:
+                    top = alias.name.split(".")[0]
+                    names[top] = (top, None)
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            try:
+                module = importlib.util.resolve_name(
+                    "." * node.level + (node.module or ""), space.get("__package__")
+                )
+            except (ImportError, ValueError):
+                continue
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = (module, alias.name)
+    return names
+
+
 def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[type-arg]
               guard: checks.Guard, origins: checks.Origins) -> int:  # fmt: skip
     """In the test process: pytest on the requested files; its exit code."""
@@ -159,9 +250,10 @@ def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[typ
     # interpreter's own path (an editable install's folders of the repository included).
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd(), *extra, *request["sys_path"]]
-    recorder = Recorder(send, guard, origins, pytest.TestReport)
+    graded = (*request["files"], request["canary"]["path"])
+    recorder = Recorder(send, guard, origins, pytest.TestReport, request.get("plain"), graded)
     args = ["-p", "no:cacheprovider", "--rootdir", os.getcwd(), "-rfE", "--tb=short",
-            "--maxfail=0", *request["files"], request["canary"]["path"]]  # fmt: skip
+            "--maxfail=0", "--assert=rewrite", *graded]  # fmt: skip
     try:
         code = int(pytest.main(args, plugins=[recorder]))
     except BaseException as error:
@@ -304,6 +396,9 @@ def _kill_group(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
+_UNSET = object()
+_BOUND_TO_CODE = (type, type(os), type(read_all), type(len), staticmethod, classmethod,
+                  property)  # fmt: skip
 _FORGED = "the test process's messages to the runner were altered or forged"
 
 
@@ -408,8 +503,10 @@ def judge(nonce: bytearray, request: dict, root: str) -> dict:  # type: ignore[t
                 "error": error}  # fmt: skip
     before = checks.file_states(root)
     here = os.path.dirname(os.path.realpath(__file__))
-    own = [os.path.realpath(__file__), os.path.join(here, "runner_guard.py")]
+    own = [os.path.realpath(__file__), *(os.path.join(here, f"runner_{name}.py")
+                                         for name in ("guard", "compare"))]  # fmt: skip
     origins = checks.Origins(root, before, request["changed"], own)
+    request["plain"] = compare.install(origins, request.get("lines", {}))
     guard = checks.Guard.take(checks.machinery())
     deadline = time.monotonic() + float(request["timeout"])
     msg_r, msg_w = os.pipe()
