@@ -50,13 +50,39 @@ trusted. So the outcome rests on layers, each of which a forger must beat:
   made by code from a file the system or the unchanged repository provides (pytest's own
   plugins, a conftest.py) is not counted.
 
+- No value the code under test returns can answer a graded comparison
+  (``agentgym.envs.swe.runner_compare``). A scan cannot find an object whose ``__eq__``
+  always answers ``True`` (its class can be built at run time), and the test process cannot
+  be kept from running it; so the runner owns how the tests' comparisons are evaluated
+  instead. It wraps pytest's assertion rewriting, which every test module goes through (no
+  cached rewrite is loaded): each comparison in a graded test module, each ``assert``'s truth
+  and ``unittest``'s ``assertEqual`` family first pass their operands through ``Plain``. An
+  operand from which no object of a *forged* class can be reached (following the
+  interpreter's own references, not the object's methods) is used as written, so the
+  repository's own ``__eq__`` and ``pytest.approx`` keep their meaning and gold patches score
+  as before; otherwise it is replaced by plain data: a ``str`` / ``int`` / ``float`` / ...
+  subclass by the exact builtin value of its contents, read through the base type's own
+  methods, containers rebuilt from their elements' plain forms, and any other object by its
+  exact class and its attributes' plain forms. A class is forged when one of its comparison
+  or truth methods is code the graded diff wrote (lines it adds or removes, a file it adds,
+  a function put under another name, a non-function), which includes a repository class
+  whose ``__eq__`` the agent's code replaced at run time. A name a test module imported and
+  that is rebound later (the agent reaching into the test module) is put back before each
+  test and is tampering.
+
 Residual risk, honestly: inside its process the agent's code is as powerful as the runner's.
 Code written against this grader in particular, and obfuscated past the scan (names built at
 run time, ``getattr`` with computed strings), can still reach the test process's report
 through ``gc`` or frames, tell the canary from the real tests, make its change and undo it
-between two checks, or forge a test's result without pytest (an object whose ``__eq__`` always
-answers ``True`` passes ``assert f(x) == y``). Tests that spawn their own Python processes run
-the agent's code outside the guard entirely. What no layer covers is named in the checks'
+between two checks, or read the expected values out of the test's source or frames and
+return them (honest values, found by cheating). Objects whose comparison is lenient by
+design and comes from unchanged code (``unittest.mock.ANY``, a ``pytest.approx`` with an
+infinite tolerance, a repository's own test helper) still compare as their code says when
+the code under test returns them; a repository method the diff leaves unchanged is trusted
+even when it calls code the diff changed. Truth and membership of an object of a class the
+diff defines are that class's own answer (``assert cache``, ``assert key in cache`` test
+that class). Tests that spawn their own Python processes run the agent's code outside the
+guard entirely. What no layer covers is named in the checks'
 docstrings; diffs with ``tampering`` findings, and any resolved diff of a reward you act on,
 deserve review. A fix that legitimately needs what the scan flags (a pytest plugin's own
 repository, an import-hook library) scores 0: grade such tasks with the scan's findings in view.
@@ -166,24 +192,31 @@ def patch_paths(patch: str) -> set[str]:
     return paths
 
 
-def added_lines(patch: str) -> dict[str, list[int]]:
-    """For each file a unified git diff changes, the line numbers its new text adds."""
-    added: dict[str, list[int]] = {}
+def changed_lines(patch: str) -> dict[str, list[int]]:
+    """For each file a unified git diff changes, the line numbers of its new text that the
+    diff adds, or before which it removes lines."""
+    changed: dict[str, list[int]] = {}
     current: list[int] | None = None
-    line_no = 0
+    in_header, line_no = False, 0
     for line in patch.splitlines():
-        if line.startswith("+++ "):
+        if line.startswith("diff --git "):
+            current, in_header = None, True
+        elif in_header and line.startswith("+++ "):
             name = line[4:].split("\t", 1)[0].strip().strip('"')
-            current = None if name == "/dev/null" else added.setdefault(name[2:], [])
+            current = None if name == "/dev/null" else changed.setdefault(name[2:], [])
         elif line.startswith("@@ "):
             match = _HUNK.match(line)
-            line_no = int(match.group(1)) if match else 0
-        elif current is not None and line.startswith("+"):
+            in_header, line_no = False, int(match.group(1)) if match else 0
+        elif in_header or current is None:
+            continue
+        elif line.startswith("+"):
             current.append(line_no)
             line_no += 1
+        elif line.startswith("-"):
+            current.append(line_no)
         elif line.startswith(" "):
             line_no += 1
-    return added
+    return changed
 
 
 def protected_reason(path: str, test_patch_paths: set[str]) -> str | None:
@@ -300,7 +333,7 @@ async def _grade_in(
                 error = f"the instance's test_patch does not apply: {excerpt(why, 500)}"
                 return GradeResult(0.0, "infra_error", dropped=dropped, infra_error=error)
         changed = sorted(patch_paths(graded_text))
-        lines = added_lines(graded_text)
+        lines = changed_lines(graded_text)
         result = await _run_tests(sandbox, instance, changed, lines, test_timeout)
     result.graded_diff, result.dropped = graded_text, dropped
     return result

@@ -138,9 +138,7 @@ class Recorder:
                 continue
             space = vars(module)
             code = {k: v for k, v in space.items() if isinstance(v, _BOUND_TO_CODE)}
-            imported = {k: v for k, v in imported_names(path, space).items()
-                        if space.get(k) is _held(*v)}  # fmt: skip
-            self.bindings[path] = (space, code, imported)
+            self.bindings[path] = (space, code, imported_names(path, space))
             if self.plain is not None and not compare.rewritten(module, self.plain):
                 found.append(f"the test module {os.path.relpath(path)} was not imported "
                              "through the grader's rewriting of its comparisons")  # fmt: skip
@@ -208,17 +206,13 @@ def _held(module: str, attr: str | None) -> object:
 
 
 def imported_names(path: str, space: dict) -> dict[str, tuple[str, str | None]]:  # type: ignore[type-arg]
-    """The names the module at ``path`` binds with a top-level ``import``: name -> (module,
-    attribute; None for the module itself). Read from the file (which the supervisor checks
-    is unchanged), never from the module."""
+    """The names the module at ``path`` binds with a top-level ``import`` and nothing else at
+    its top level: name -> (module, attribute; None for the module itself). Read from the file
+    (which the supervisor checks is unchanged), never from the module."""
     import ast
     import importlib.util
 
-    try:
-        with open(path, "rb") as source:
-            tree = ast.parse(source.read())
-    except (OSError, SyntaxError, ValueError):
-        return {}
+    tree = _parsed(path)
     names: dict[str, tuple[str, str | None]] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -238,7 +232,35 @@ def imported_names(path: str, space: dict) -> dict[str, tuple[str, str | None]]:
             for alias in node.names:
                 if alias.name != "*":
                     names[alias.asname or alias.name] = (module, alias.name)
+    for name in _assigned(tree):
+        names.pop(name, None)
     return names
+
+
+def _parsed(path: str) -> Any:
+    import ast
+
+    try:
+        with open(path, "rb") as source:
+            return ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return ast.Module([], [])
+
+
+def _assigned(tree: object) -> set[str]:
+    """Names the module's statements other than imports bind (or their functions do)."""
+    import ast
+
+    found = set()
+    for node in tree.body:  # type: ignore[attr-defined]
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                found.add(inner.id)
+            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(inner.name)
+    return found
 
 
 def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[type-arg]
