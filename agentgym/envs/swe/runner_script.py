@@ -478,7 +478,8 @@ def main() -> None:
     root = os.getcwd()
     here = os.path.dirname(os.path.realpath(__file__))
     sys.dont_write_bytecode = True
-    request["sys_path"] = [p for p in sys.path if p and not _inside(p, (here,))]
+    own_path = [p for p in sys.path if p and not _inside(p, (here,))]
+    request["sys_path"] = moved(own_path, os.environ.get("AGENTGYM_IMAGE_REPO"), root)
     sys.path[:] = [p for p in sys.path if p and not _inside(p, (root, here))]
     _set_dumpable(False)
     verdict = judge(nonce, request, root)
@@ -487,6 +488,16 @@ def main() -> None:
     verdict["nonce"] = bytes(nonce[:NONCE_LEN]).decode("ascii")
     sys.stdout.write(_dumps(verdict) + "\n")
     sys.stdout.flush()
+
+
+def moved(paths: list[str], image_repo: str | None, root: str) -> list[str]:
+    """``paths`` with each folder under ``image_repo`` (where the image keeps the repository,
+    e.g. an editable install's ``/testbed/src``) moved to the same folder under ``root``, the
+    copy the tests run in."""
+    if not image_repo or os.path.realpath(image_repo) == os.path.realpath(root):
+        return paths
+    base = image_repo.rstrip("/")
+    return [root + p[len(base) :] if p == base or p.startswith(base + "/") else p for p in paths]
 
 
 def _inside(path: str, folders: tuple[str, ...]) -> bool:

@@ -55,6 +55,7 @@ class _PoolKey:
     cpus: float
     tmp_size: int
     labels: tuple[tuple[str, str], ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 class _SharedPools:
@@ -108,6 +109,7 @@ def _make_pool(key: _PoolKey) -> DockerPool:
         tmp_size=key.tmp_size,
         workdir=WORKDIR,
         prepare=prepare,
+        env=dict(key.env),
         labels={**dict(key.labels), SWE_LABEL: key.image},
         max_workers=4,
     )
@@ -302,7 +304,9 @@ class DockerSWEBackend:
 
     def _pool(self, ref: ImageRef) -> DockerPool:
         size, memory, processes, cpus, tmp_size = self._settings
-        key = _PoolKey(ref.tag, ref.repo_dir, size, memory, processes, cpus, tmp_size, self._labels)
+        key = _PoolKey(
+            ref.tag, ref.repo_dir, size, memory, processes, cpus, tmp_size, self._labels, ref.env
+        )
         return _pools.get(key, self._id, self.max_warm_images)
 
     def _hold(self, sandbox: DockerSandbox) -> None:
