@@ -167,18 +167,21 @@ class Plain:
 
     # -- which objects are forged --------------------------------------------------------
 
-    def tainted(self, value: object) -> bool:
-        """Whether a forged object can be reached from ``value``."""
-        return self._taint(value, {})[0]
+    def tainted(self, value: object, lenient: bool = False) -> bool:
+        """Whether a forged object can be reached from ``value`` (an object lenient by design,
+        ``LENIENT``, counts as forged unless ``lenient``)."""
+        return self._taint(value, {}, lenient)[0]
 
-    def _taint(self, value: object, busy: dict[int, object]) -> tuple[bool, bool]:
+    def _taint(self, value: object, busy: dict[int, object], lenient: bool) -> tuple[bool, bool]:
         """(tainted, whether a cycle was met, which makes a clean answer provisional)."""
         cls = type(value)
         if cls in _EXACT or isinstance(value, _OPAQUE):
             return False, False
         if id(value) in busy:
             return False, True
-        if cls.__flags__ & _HEAPTYPE and self.forged_class(cls):
+        if cls.__flags__ & _HEAPTYPE and (
+            self.forged_class(cls) or (not lenient and _lenient_class(cls))
+        ):
             return True, False
         busy[id(value)] = value
         cycle = False
@@ -186,7 +189,7 @@ class Plain:
             for ref in gc.get_referents(value):
                 if ref is cls:
                     continue
-                found, met = self._taint(ref, busy)
+                found, met = self._taint(ref, busy, lenient)
                 if found:
                     return True, False
                 cycle = cycle or met
@@ -196,11 +199,16 @@ class Plain:
 
     # -- plain forms ---------------------------------------------------------------------
 
-    def plain(self, value: object) -> object:
+    def plain(self, value: object, lenient: bool = False) -> object:
         """``value`` itself when nothing forged can be reached from it, else its plain form."""
-        if type(value) in _EXACT or not self.tainted(value):
+        if type(value) in _EXACT or not self.tainted(value, lenient):
             return value
-        return self._rebuild(value, {})
+        return self._rebuild(value, {}, lenient)
+
+    def written(self, value: object) -> object:
+        """``plain`` in a test module that names ``ANY`` or ``approx``: objects lenient by
+        design are taken to be the test's own there."""
+        return self.plain(value, lenient=True)
 
     def container(self, value: object) -> object:
         """The right operand of ``in``: an object of a forged class keeps its own
@@ -222,20 +230,20 @@ class Plain:
             raise TypeError("the truth of a value was not a bool")
         return answer
 
-    def _rebuild(self, value: object, busy: dict[int, object]) -> object:
+    def _rebuild(self, value: object, busy: dict[int, object], lenient: bool) -> object:
         cls = type(value)
-        if cls in _EXACT or isinstance(value, _OPAQUE) or not self.tainted(value):
+        if cls in _EXACT or isinstance(value, _OPAQUE) or not self.tainted(value, lenient):
             return value
         if id(value) in busy:
             raise TypeError(f"cannot compare cyclic data holding a forged {cls.__qualname__}")
         busy[id(value)] = value
         try:
-            return self._reduce(value, cls, busy)
+            return self._reduce(value, cls, busy, lenient)
         finally:
             del busy[id(value)]
 
-    def _reduce(self, value: Any, cls: type, busy: dict[int, object]) -> object:
-        each = lambda item: self._rebuild(item, busy)  # noqa: E731
+    def _reduce(self, value: Any, cls: type, busy: dict[int, object], lenient: bool) -> object:
+        each = lambda item: self._rebuild(item, busy, lenient)  # noqa: E731
         for base, read in _SCALAR_READERS:
             if issubclass(cls, base):
                 return read(value)
@@ -250,6 +258,29 @@ class Plain:
         if not cls.__flags__ & _HEAPTYPE:
             raise TypeError(f"cannot compare a {cls.__qualname__} holding a forged object")
         return Struct(cls, {k: each(v) for k, v in _attributes(value, cls).items()})
+
+
+LENIENT = frozenset({("unittest.mock", "_ANY"), ("_pytest.python_api", "ApproxBase")})
+"""Classes (module, name) whose ``__eq__`` accepts values by design: honest in a test module
+that names them (``== ANY``, ``== approx(1.5)``), forged in any other (returned by the code
+under test, an ``approx`` of infinite tolerance included)."""
+LENIENT_NAMES = frozenset({"ANY", "approx"})
+
+
+def _lenient_class(cls: type) -> bool:
+    for owner in type.__dict__["__mro__"].__get__(cls):
+        space = type.__dict__["__dict__"].__get__(owner)
+        if (space.get("__module__"), owner.__name__) in LENIENT:
+            return True
+    return False
+
+
+def _names_lenient(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id in LENIENT_NAMES)
+        or (isinstance(n, ast.Attribute) and n.attr in LENIENT_NAMES)
+        for n in ast.walk(node)
+    )
 
 
 def _dataclass_made(owner: type, value: object, name: str) -> bool:
@@ -349,8 +380,11 @@ class CompareRewriter(ast.NodeTransformer):
             return node
         return self._call("truth", node)
 
-    @staticmethod
-    def _call(method: str, node: ast.expr) -> ast.expr:
+    def __init__(self, lenient: bool = False) -> None:
+        self.plain = "written" if lenient else "plain"
+
+    def _call(self, method: str, node: ast.expr) -> ast.expr:
+        method = self.plain if method == "plain" else method
         func = ast.Attribute(ast.Name(NAME, ast.Load()), method, ast.Load())
         return ast.copy_location(ast.Call(func, [node], []), node)
 
@@ -358,7 +392,7 @@ class CompareRewriter(ast.NodeTransformer):
 def rewrite(tree: ast.Module) -> None:
     """Rewrite ``tree``'s comparisons and bind ``NAME`` at its top (after its docstring and
     ``__future__`` imports, where pytest puts its own)."""
-    CompareRewriter().visit(tree)
+    CompareRewriter(lenient=_names_lenient(tree)).visit(tree)
     at = 0
     for index, stmt in enumerate(tree.body):
         doc = index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
