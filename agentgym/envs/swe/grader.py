@@ -1,8 +1,9 @@
 """Grade an SWE episode: the agent's diff, minus test and pytest-config changes, in a fresh sandbox.
 
 1. ``agent_diff``: in the agent's sandbox, ``git add -A`` and ``git diff --binary`` against
-   ``base_commit`` (committed, staged, unstaged and new untracked files alike; ``.gitignore``d
-   files are left out). A diff over ``max_bytes`` is not graded (reward 0).
+   ``base_commit``, or the image's own commit on top of it (``diff_base``): committed, staged,
+   unstaged and new untracked files alike; ``.gitignore``d files are left out. A diff over
+   ``max_bytes`` is not graded (reward 0).
 2. ``grade``: a FRESH sandbox from the same backend (the agent's sandbox, its processes and
    files outside the repository play no part), the diff applied with ``git apply``, then every
    change to a protected path reverted (``protected_reason`` is the rule), then the graded diff
@@ -97,7 +98,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxFileError
-from agentgym.envs.swe.backends.base import REPO_DIR, SWEBackend
+from agentgym.envs.swe.backends.base import BASE_REF, REPO_DIR, SWEBackend
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.runner import (
     RUNNER_FILES,
@@ -254,8 +255,17 @@ def config_reason(old: str, new: str) -> str | None:
 async def agent_diff(
     sandbox: Sandbox, instance: SWEInstance, *, max_bytes: int
 ) -> tuple[bytes | None, str]:
-    """The agent's diff against ``base_commit`` and ``""``, or ``None`` and why not."""
-    return await _diff(sandbox, instance.base_commit, max_bytes)
+    """The agent's diff against ``diff_base`` and ``""``, or ``None`` and why not."""
+    return await _diff(sandbox, await diff_base(sandbox, instance), max_bytes)
+
+
+async def diff_base(sandbox: Sandbox, instance: SWEInstance) -> str:
+    """What diffs are taken against: the commit ``BASE_REF`` names in the sandbox's repository
+    (an image's own commit on top of ``base_commit``, set when the sandbox was made), else
+    ``base_commit``. Moving the ref in the agent's sandbox changes only the agent's own diff;
+    grading takes the ref of a fresh sandbox."""
+    ok, out = await _git(sandbox, "rev-parse", "--verify", "-q", f"{BASE_REF}^{{commit}}")
+    return out.strip() if ok and out.strip() else instance.base_commit
 
 
 async def _diff(sandbox: Sandbox, base: str, max_bytes: int) -> tuple[bytes | None, str]:
@@ -318,8 +328,9 @@ async def _grade_in(
         ok, why = await _git(sandbox, "apply", "--binary", "--whitespace=nowarn", stdin=diff)
         if not ok:
             return GradeResult(0.0, "patch_failed", test_output=excerpt(why, OUTPUT_EXCERPT))
-    dropped = await _drop_protected(sandbox, instance)
-    graded, why = await _diff(sandbox, instance.base_commit, max_bytes)
+    base = await diff_base(sandbox, instance)
+    dropped = await _drop_protected(sandbox, instance, base)
+    graded, why = await _diff(sandbox, base, max_bytes)
     if graded is None:
         return GradeResult(0.0, why.split(":", 1)[0], dropped=dropped, test_output=why)
     graded_text = graded.decode("utf-8", "replace")
@@ -364,30 +375,30 @@ async def _changed(sandbox: Sandbox, base: str) -> list[tuple[str, str]]:
     return [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
 
-async def _drop_protected(sandbox: Sandbox, instance: SWEInstance) -> dict[str, str]:
-    """Revert every change to a protected path; return the paths with why."""
+async def _drop_protected(sandbox: Sandbox, instance: SWEInstance, base: str) -> dict[str, str]:
+    """Revert every change to a protected path (to ``base``); return the paths with why."""
     protected = patch_paths(instance.test_patch)
     dropped: dict[str, str] = {}
-    for status, path in await _changed(sandbox, instance.base_commit):
+    for status, path in await _changed(sandbox, base):
         why = protected_reason(path, protected)
         if why is None and PurePosixPath(path).name in _CONFIG_FILES:
             why = config_reason(
-                await _old_text(sandbox, instance, path), await _new_text(sandbox, path)
+                await _old_text(sandbox, base, path), await _new_text(sandbox, path)
             )
         if why is None:
             continue
         if status.startswith("A"):
             ok, out = await _git(sandbox, "rm", "-q", "-f", "--", path)
         else:
-            ok, out = await _git(sandbox, "checkout", instance.base_commit, "--", path)
+            ok, out = await _git(sandbox, "checkout", base, "--", path)
         if not ok:
             raise SandboxError(f"could not revert the change to {path}: {out}")
         dropped[path] = why
     return dropped
 
 
-async def _old_text(sandbox: Sandbox, instance: SWEInstance, path: str) -> str:
-    ok, out = await _git(sandbox, "show", f"{instance.base_commit}:{path}")
+async def _old_text(sandbox: Sandbox, base: str, path: str) -> str:
+    ok, out = await _git(sandbox, "show", f"{base}:{path}")
     return out if ok else ""
 
 

@@ -26,7 +26,7 @@ from docker_checks import containers, new_label, wait_until
 from agentgym.core import run_sync
 from agentgym.envs.swe import SWEInstance, read_instances
 from agentgym.envs.swe.backends.base import REPO_DIR
-from agentgym.envs.swe.grader import grade
+from agentgym.envs.swe.grader import agent_diff, grade
 from agentgym.envs.swe.images import (
     IMAGE_REPO_ENV,
     REPO_LABEL,
@@ -61,7 +61,9 @@ def testbed_image(docker_ready: bool, calc_jsonl: Path) -> Iterator[str]:
         )
         git(repo, "checkout", "-q", record["base_commit"])
         git(repo, "remote", "remove", "origin")
-        git(repo, "commit", "-q", "--allow-empty", "-m", "SWE-bench")  # as the harness does
+        # The harness commits what its install step changed in tracked files on top.
+        (repo / "calc" / "__init__.py").write_text('__version__ = "1.0"\n')
+        git(repo, "commit", "-q", "--allow-empty", "-am", "SWE-bench")
         (Path(context) / "Dockerfile").write_text(DOCKERFILE)
         client.images.build(
             path=context, tag=tag, network_mode="none", pull=False, rm=True, forcerm=True
@@ -108,7 +110,19 @@ def test_a_swebench_layout_image_runs_the_task_and_grades_like_the_harness(
     assert subject == "SWE-bench"  # the image's own commit on top of base_commit
     assert image_repo == "/testbed"
 
-    patch = (instance.patch or "").encode()
+    async def fix() -> bytes | None:
+        sandbox = await backend.acquire(instance)
+        try:
+            ops = (await sandbox.read_file(f"{REPO_DIR}/calc/ops.py")).decode()
+            await sandbox.write_file(f"{REPO_DIR}/calc/ops.py", ops.replace("//", "/"))
+            return (await agent_diff(sandbox, instance, max_bytes=1 << 20))[0]
+        finally:
+            await backend.release(sandbox)
+
+    patch = run_sync(fix())
+    assert patch is not None
+    assert b"calc/ops.py" in patch
+    assert b"calc/__init__.py" not in patch  # taken against the image's commit
     gold = run_sync(grade(backend, instance, patch, test_timeout=60, max_bytes=1 << 20))
     assert (gold.reward, gold.reason, gold.tampering) == (1.0, "resolved", []), gold.test_output
     assert set(gold.fail_to_pass.values()) | set(gold.pass_to_pass.values()) == {"passed"}
