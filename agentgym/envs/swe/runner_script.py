@@ -9,13 +9,15 @@ Two processes:
 - the supervisor (the script's own process) reads a nonce and a request from stdin, imports
   pytest and its plugins while no folder of the repository is on ``sys.path``, makes itself
   non-dumpable (no process of its user can then read its memory or open its descriptors through
-  ``/proc``), writes the grader's canary test file, records the test machinery (``Guard``) and
-  the repository's files, and forks
+  ``/proc``), writes the grader's canary test file, makes pytest rewrite the test modules'
+  comparisons (``runner_compare``), records the test machinery (``Guard``) and the
+  repository's files, and forks
 - the test process, which zeroes its copy of the nonce, sends a random token of its own to the
   supervisor before any code of the repository runs, puts the repository first on ``sys.path``
   and runs pytest on the requested files (the canary last) with ``Recorder``, which checks
   each report and its test function (and, at a call report, the reporting hooks and machinery:
-  ``runner_guard``), then sends the report's record at once, as a ``<token> <json>`` line on a
+  ``runner_guard``; before each test, the test modules' names: ``runner_guard.Bindings``),
+  then sends the report's record at once, as a ``<token> <json>`` line on a
   pipe of its own; problems found go the same way, and ``<token> {"end": pytest's exit code}``
   last, before it leaves with ``os._exit``.
   Its stdout and stderr go to the supervisor, who keeps their start and end.
@@ -107,7 +109,7 @@ class Recorder:
         self.sent: set[str] = set()
         self.hooks: checks.Hooks | None = None
         self.tests: dict[str, tuple[object, str, object, object]] = {}
-        self.bindings: dict[str, tuple[dict, dict, dict]] = {}  # type: ignore[type-arg]
+        self.bindings = checks.Bindings()
 
     def pytest_configure(self, config: object) -> None:
         self.hooks = checks.Hooks(config.pluginmanager, self.origins)  # type: ignore[attr-defined]
@@ -128,44 +130,22 @@ class Recorder:
 
     def note_modules(self, items: list) -> list[str]:  # type: ignore[type-arg]
         """Check that each graded test module had its comparisons rewritten
-        (``runner_compare``), and note what it bound to code (``imported_names``; the
-        functions, classes and modules in its namespace), which ``pytest_runtest_call`` checks."""
+        (``runner_compare``), and note its bindings (``runner_guard.Bindings``)."""
         found = []
         for item in items:
             module = getattr(item, "module", None)
             path = os.path.realpath(str(getattr(module, "__file__", "")))
-            if path not in self.files or path in self.bindings:
+            if path not in self.files or not self.bindings.note(path, module):
                 continue
-            space = vars(module)
-            code = {k: v for k, v in space.items() if isinstance(v, _BOUND_TO_CODE)}
-            self.bindings[path] = (space, code, imported_names(path, space))
             if self.plain is not None and not compare.rewritten(module, self.plain):
                 found.append(f"the test module {os.path.relpath(path)} was not imported "
                              "through the grader's rewriting of its comparisons")  # fmt: skip
-        return found + self.rebound()
+        return found + self.bindings.problems()
 
     def pytest_runtest_call(self, item: object) -> None:
-        """Before each test runs: each name a graded test module imported is still what its
-        module holds under that name, and each function, class or module in its namespace is
-        the one it held when collected (a rebound name is put back, and is tampering)."""
-        self.problems(self.rebound())
-
-    def rebound(self) -> list[str]:
-        found = []
-        for path, (space, code, imported) in self.bindings.items():
-            where = os.path.relpath(path)
-            for key, (module, attr) in imported.items():
-                value = _held(module, attr)
-                if value is not _UNSET and space.get(key) is not value:
-                    space[key] = value
-                    found.append(f"{where}: the name {key!r} the test module imported was "
-                                 "rebound to something its module does not hold")  # fmt: skip
-            for key, value in code.items():
-                if key not in imported and space.get(key, _UNSET) is not value:
-                    space[key] = value
-                    found.append(f"{where}: the test module's name {key!r} was rebound "
-                                 "after the module was collected")  # fmt: skip
-        return found
+        """Before each test runs: the graded test modules' names hold what they held (a
+        rebound name is put back, and is tampering)."""
+        self.problems(self.bindings.problems())
 
     def pytest_runtest_logreport(self, report: object) -> None:
         found = checks.report_problems(report, self.report_class)
@@ -197,70 +177,6 @@ class Recorder:
             if problem not in self.sent:
                 self.sent.add(problem)
                 self.send({"problem": problem})
-
-
-def _held(module: str, attr: str | None) -> object:
-    """What ``module`` holds under ``attr`` (the module itself for None), or ``_UNSET``."""
-    found = sys.modules.get(module, _UNSET)
-    return found if attr is None or found is _UNSET else getattr(found, attr, _UNSET)
-
-
-def imported_names(path: str, space: dict) -> dict[str, tuple[str, str | None]]:  # type: ignore[type-arg]
-    """The names the module at ``path`` binds with a top-level ``import`` and nothing else at
-    its top level: name -> (module, attribute; None for the module itself). Read from the file
-    (which the supervisor checks is unchanged), never from the module."""
-    import ast
-    import importlib.util
-
-    tree = _parsed(path)
-    names: dict[str, tuple[str, str | None]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    names[alias.asname] = (alias.name, None)
-                else:
-                    top = alias.name.split(".")[0]
-                    names[top] = (top, None)
-        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            try:
-                module = importlib.util.resolve_name(
-                    "." * node.level + (node.module or ""), space.get("__package__")
-                )
-            except (ImportError, ValueError):
-                continue
-            for alias in node.names:
-                if alias.name != "*":
-                    names[alias.asname or alias.name] = (module, alias.name)
-    for name in _assigned(tree):
-        names.pop(name, None)
-    return names
-
-
-def _parsed(path: str) -> Any:
-    import ast
-
-    try:
-        with open(path, "rb") as source:
-            return ast.parse(source.read())
-    except (OSError, SyntaxError, ValueError):
-        return ast.Module([], [])
-
-
-def _assigned(tree: object) -> set[str]:
-    """Names the module's statements other than imports bind (or their functions do)."""
-    import ast
-
-    found = set()
-    for node in tree.body:  # type: ignore[attr-defined]
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
-                found.add(inner.id)
-            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found.add(inner.name)
-    return found
 
 
 def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[type-arg]
@@ -418,9 +334,6 @@ def _kill_group(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-_UNSET = object()
-_BOUND_TO_CODE = (type, type(os), type(read_all), type(len), staticmethod, classmethod,
-                  property)  # fmt: skip
 _FORGED = "the test process's messages to the runner were altered or forged"
 
 
