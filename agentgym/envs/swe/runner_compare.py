@@ -115,6 +115,36 @@ class Struct:
         return f"<{self.cls.__qualname__} compared as its attributes {self.state!r}>"
 
 
+MAX_VISITS = 200_000
+"""Objects one operand's search for forged objects visits at most (builtin scalars aside)."""
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Walk:
+    """One search's state: the objects on its path, those found clean, the classes judged."""
+
+    def __init__(self, lenient: bool) -> None:
+        self.lenient = lenient
+        self.busy: dict[int, object] = {}
+        self.clean: dict[int, object] = {}  # id -> the object, kept alive so ids stay unique
+        self.classes: dict[type, bool] = {}
+
+    def forged(self, plain: Plain, cls: type) -> bool:
+        known = self.classes.get(cls)
+        if known is None:
+            known = plain.forged_class(cls) or (not self.lenient and _lenient_class(cls))
+            self.classes[cls] = known
+        return known
+
+    def visit(self, value: object) -> None:
+        if len(self.busy) + len(self.clean) >= MAX_VISITS:
+            raise _TooBig
+        self.busy[id(value)] = value
+
+
 class Plain:
     """Decides which objects are forged and reduces operands to plain data (module docstring).
 
@@ -169,32 +199,37 @@ class Plain:
 
     def tainted(self, value: object, lenient: bool = False) -> bool:
         """Whether a forged object can be reached from ``value`` (an object lenient by design,
-        ``LENIENT``, counts as forged unless ``lenient``)."""
-        return self._taint(value, {}, lenient)[0]
+        ``LENIENT``, counts as forged unless ``lenient``). A search past ``MAX_VISITS``
+        objects stops and finds nothing (such operands compare as written)."""
+        walk = _Walk(lenient)
+        try:
+            return self._taint(value, walk)[0]
+        except _TooBig:
+            return False
 
-    def _taint(self, value: object, busy: dict[int, object], lenient: bool) -> tuple[bool, bool]:
+    def _taint(self, value: object, walk: _Walk) -> tuple[bool, bool]:
         """(tainted, whether a cycle was met, which makes a clean answer provisional)."""
         cls = type(value)
-        if cls in _EXACT or isinstance(value, _OPAQUE):
+        if cls in _EXACT or isinstance(value, _OPAQUE) or id(value) in walk.clean:
             return False, False
-        if id(value) in busy:
+        if id(value) in walk.busy:
             return False, True
-        if cls.__flags__ & _HEAPTYPE and (
-            self.forged_class(cls) or (not lenient and _lenient_class(cls))
-        ):
+        if cls.__flags__ & _HEAPTYPE and walk.forged(self, cls):
             return True, False
-        busy[id(value)] = value
+        walk.visit(value)
         cycle = False
         try:
             for ref in gc.get_referents(value):
                 if ref is cls:
                     continue
-                found, met = self._taint(ref, busy, lenient)
+                found, met = self._taint(ref, walk)
                 if found:
                     return True, False
                 cycle = cycle or met
         finally:
-            del busy[id(value)]
+            del walk.busy[id(value)]
+        if not cycle:
+            walk.clean[id(value)] = value
         return False, cycle
 
     # -- plain forms ---------------------------------------------------------------------
