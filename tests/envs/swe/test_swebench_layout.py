@@ -154,10 +154,10 @@ def test_the_layout_is_read_from_the_images_config() -> None:
 
 def test_editable_installs_of_the_image_repository_point_at_the_copy() -> None:
     paths = ["/usr/lib/python3.11", "/testbed", "/testbed/src", "/testbed2/x"]
-    assert moved(paths, "/testbed", "/work/repo") == [
+    assert moved(paths, "/testbed", "/sandbox/repo") == [
         "/usr/lib/python3.11",
-        "/work/repo",
-        "/work/repo/src",
+        "/sandbox/repo",
+        "/sandbox/repo/src",
         "/testbed2/x",
     ]
-    assert moved(paths, None, "/work/repo") == paths
+    assert moved(paths, None, "/sandbox/repo") == paths
