@@ -1,8 +1,9 @@
 """Grade an SWE episode: the agent's diff, minus test and pytest-config changes, in a fresh sandbox.
 
 1. ``agent_diff``: in the agent's sandbox, ``git add -A`` and ``git diff --binary`` against
-   ``base_commit`` (committed, staged, unstaged and new untracked files alike; ``.gitignore``d
-   files are left out). A diff over ``max_bytes`` is not graded (reward 0).
+   ``base_commit``, or the image's own commit on top of it (``diff_base``): committed, staged,
+   unstaged and new untracked files alike; ``.gitignore``d files are left out. A diff over
+   ``max_bytes`` is not graded (reward 0).
 2. ``grade``: a FRESH sandbox from the same backend (the agent's sandbox, its processes and
    files outside the repository play no part), the diff applied with ``git apply``, then every
    change to a protected path reverted (``protected_reason`` is the rule), then the graded diff
@@ -50,13 +51,39 @@ trusted. So the outcome rests on layers, each of which a forger must beat:
   made by code from a file the system or the unchanged repository provides (pytest's own
   plugins, a conftest.py) is not counted.
 
+- No value the code under test returns can answer a graded comparison
+  (``agentgym.envs.swe.runner_compare``). A scan cannot find an object whose ``__eq__``
+  always answers ``True`` (its class can be built at run time), and the test process cannot
+  be kept from running it; so the runner owns how the tests' comparisons are evaluated
+  instead. It wraps pytest's assertion rewriting, which every test module goes through (no
+  cached rewrite is loaded): each comparison in a graded test module, each ``assert``'s truth
+  and ``unittest``'s ``assertEqual`` family first pass their operands through ``Plain``. An
+  operand from which no object of a *forged* class can be reached (following the
+  interpreter's own references, not the object's methods) is used as written, so the
+  repository's own ``__eq__`` and ``pytest.approx`` keep their meaning and gold patches score
+  as before; otherwise it is replaced by plain data: a ``str`` / ``int`` / ``float`` / ...
+  subclass by the exact builtin value of its contents, read through the base type's own
+  methods, containers rebuilt from their elements' plain forms, and any other object by its
+  exact class and its attributes' plain forms. A class is forged when one of its comparison
+  or truth methods is code the graded diff wrote (lines it adds or removes, a file it adds,
+  a function put under another name, a non-function), which includes a repository class
+  whose ``__eq__`` the agent's code replaced at run time. A name a test module imported and
+  that is rebound later (the agent reaching into the test module) is put back before each
+  test and is tampering.
+
 Residual risk, honestly: inside its process the agent's code is as powerful as the runner's.
 Code written against this grader in particular, and obfuscated past the scan (names built at
 run time, ``getattr`` with computed strings), can still reach the test process's report
 through ``gc`` or frames, tell the canary from the real tests, make its change and undo it
-between two checks, or forge a test's result without pytest (an object whose ``__eq__`` always
-answers ``True`` passes ``assert f(x) == y``). Tests that spawn their own Python processes run
-the agent's code outside the guard entirely. What no layer covers is named in the checks'
+between two checks, or read the expected values out of the test's source or frames and
+return them (honest values, found by cheating). ``unittest.mock.ANY`` and
+``pytest.approx`` count as forged except in a test module that names them, where the code
+under test could still return one; a repository's own lenient test helper (an object equal to
+anything) is trusted like any unchanged code, and so is a repository method the diff leaves
+unchanged even when it calls code the diff changed. Truth and membership of an object of a class the
+diff defines are that class's own answer (``assert cache``, ``assert key in cache`` test
+that class). Tests that spawn their own Python processes run the agent's code outside the
+guard entirely. What no layer covers is named in the checks'
 docstrings; diffs with ``tampering`` findings, and any resolved diff of a reward you act on,
 deserve review. A fix that legitimately needs what the scan flags (a pytest plugin's own
 repository, an import-hook library) scores 0: grade such tasks with the scan's findings in view.
@@ -71,7 +98,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentgym.core.errors import SandboxError, SandboxFileError
-from agentgym.envs.swe.backends.base import REPO_DIR, SWEBackend
+from agentgym.envs.swe.backends.base import BASE_REF, REPO_DIR, SWEBackend
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.runner import (
     RUNNER_FILES,
@@ -113,6 +140,7 @@ echo "${{PIPESTATUS[0]}}"
 """
 _PYTEST_SECTION = re.compile(r"^\s*\[(pytest|tool:pytest|tool\.pytest[\w.\-]*)\]", re.MULTILINE)
 _CONFIG_FILES = frozenset({"tox.ini", "setup.cfg", "pyproject.toml"})
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)")
 
 
 @dataclass
@@ -165,6 +193,33 @@ def patch_paths(patch: str) -> set[str]:
     return paths
 
 
+def changed_lines(patch: str) -> dict[str, list[int]]:
+    """For each file a unified git diff changes, the line numbers of its new text that the
+    diff adds, or before which it removes lines."""
+    changed: dict[str, list[int]] = {}
+    current: list[int] | None = None
+    in_header, line_no = False, 0
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            current, in_header = None, True
+        elif in_header and line.startswith("+++ "):
+            name = line[4:].split("\t", 1)[0].strip().strip('"')
+            current = None if name == "/dev/null" else changed.setdefault(name[2:], [])
+        elif line.startswith("@@ "):
+            match = _HUNK.match(line)
+            in_header, line_no = False, int(match.group(1)) if match else 0
+        elif in_header or current is None:
+            continue
+        elif line.startswith("+"):
+            current.append(line_no)
+            line_no += 1
+        elif line.startswith("-"):
+            current.append(line_no)
+        elif line.startswith(" "):
+            line_no += 1
+    return changed
+
+
 def protected_reason(path: str, test_patch_paths: set[str]) -> str | None:
     """Why a change to ``path`` (relative to the repository root) is not graded, or ``None``.
 
@@ -200,8 +255,17 @@ def config_reason(old: str, new: str) -> str | None:
 async def agent_diff(
     sandbox: Sandbox, instance: SWEInstance, *, max_bytes: int
 ) -> tuple[bytes | None, str]:
-    """The agent's diff against ``base_commit`` and ``""``, or ``None`` and why not."""
-    return await _diff(sandbox, instance.base_commit, max_bytes)
+    """The agent's diff against ``diff_base`` and ``""``, or ``None`` and why not."""
+    return await _diff(sandbox, await diff_base(sandbox, instance), max_bytes)
+
+
+async def diff_base(sandbox: Sandbox, instance: SWEInstance) -> str:
+    """What diffs are taken against: the commit ``BASE_REF`` names in the sandbox's repository
+    (an image's own commit on top of ``base_commit``, set when the sandbox was made), else
+    ``base_commit``. Moving the ref in the agent's sandbox changes only the agent's own diff;
+    grading takes the ref of a fresh sandbox."""
+    ok, out = await _git(sandbox, "rev-parse", "--verify", "-q", f"{BASE_REF}^{{commit}}")
+    return out.strip() if ok and out.strip() else instance.base_commit
 
 
 async def _diff(sandbox: Sandbox, base: str, max_bytes: int) -> tuple[bytes | None, str]:
@@ -264,8 +328,9 @@ async def _grade_in(
         ok, why = await _git(sandbox, "apply", "--binary", "--whitespace=nowarn", stdin=diff)
         if not ok:
             return GradeResult(0.0, "patch_failed", test_output=excerpt(why, OUTPUT_EXCERPT))
-    dropped = await _drop_protected(sandbox, instance)
-    graded, why = await _diff(sandbox, instance.base_commit, max_bytes)
+    base = await diff_base(sandbox, instance)
+    dropped = await _drop_protected(sandbox, instance, base)
+    graded, why = await _diff(sandbox, base, max_bytes)
     if graded is None:
         return GradeResult(0.0, why.split(":", 1)[0], dropped=dropped, test_output=why)
     graded_text = graded.decode("utf-8", "replace")
@@ -279,7 +344,8 @@ async def _grade_in(
                 error = f"the instance's test_patch does not apply: {excerpt(why, 500)}"
                 return GradeResult(0.0, "infra_error", dropped=dropped, infra_error=error)
         changed = sorted(patch_paths(graded_text))
-        result = await _run_tests(sandbox, instance, changed, test_timeout)
+        lines = changed_lines(graded_text)
+        result = await _run_tests(sandbox, instance, changed, lines, test_timeout)
     result.graded_diff, result.dropped = graded_text, dropped
     return result
 
@@ -309,30 +375,30 @@ async def _changed(sandbox: Sandbox, base: str) -> list[tuple[str, str]]:
     return [(fields[i], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
 
-async def _drop_protected(sandbox: Sandbox, instance: SWEInstance) -> dict[str, str]:
-    """Revert every change to a protected path; return the paths with why."""
+async def _drop_protected(sandbox: Sandbox, instance: SWEInstance, base: str) -> dict[str, str]:
+    """Revert every change to a protected path (to ``base``); return the paths with why."""
     protected = patch_paths(instance.test_patch)
     dropped: dict[str, str] = {}
-    for status, path in await _changed(sandbox, instance.base_commit):
+    for status, path in await _changed(sandbox, base):
         why = protected_reason(path, protected)
         if why is None and PurePosixPath(path).name in _CONFIG_FILES:
             why = config_reason(
-                await _old_text(sandbox, instance, path), await _new_text(sandbox, path)
+                await _old_text(sandbox, base, path), await _new_text(sandbox, path)
             )
         if why is None:
             continue
         if status.startswith("A"):
             ok, out = await _git(sandbox, "rm", "-q", "-f", "--", path)
         else:
-            ok, out = await _git(sandbox, "checkout", instance.base_commit, "--", path)
+            ok, out = await _git(sandbox, "checkout", base, "--", path)
         if not ok:
             raise SandboxError(f"could not revert the change to {path}: {out}")
         dropped[path] = why
     return dropped
 
 
-async def _old_text(sandbox: Sandbox, instance: SWEInstance, path: str) -> str:
-    ok, out = await _git(sandbox, "show", f"{instance.base_commit}:{path}")
+async def _old_text(sandbox: Sandbox, base: str, path: str) -> str:
+    ok, out = await _git(sandbox, "show", f"{base}:{path}")
     return out if ok else ""
 
 
@@ -344,12 +410,17 @@ async def _new_text(sandbox: Sandbox, path: str) -> str:
 
 
 async def _run_tests(
-    sandbox: Sandbox, instance: SWEInstance, changed: list[str], test_timeout: float
+    sandbox: Sandbox,
+    instance: SWEInstance,
+    changed: list[str],
+    lines: dict[str, list[int]],
+    test_timeout: float,
 ) -> GradeResult:
     nonce = secrets.token_hex(16)
     canary = make_canary(instance.test_files)
     tests = [*instance.fail_to_pass, *instance.pass_to_pass]
-    stdin = request(nonce, list(instance.test_files), tests, canary, changed, test_timeout)
+    files = list(instance.test_files)
+    stdin = request(nonce, files, tests, canary, changed, test_timeout, lines=lines)
     run = await sandbox.run(
         ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
         stdin=stdin,

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentgym.core.errors import ConfigError, Error, SandboxError, SandboxUnavailable
@@ -52,6 +52,7 @@ __all__ = [
     "build_instance_image",
     "dockerfile",
     "ensure_image",
+    "image_layout",
     "image_tag",
     "main",
 ]
@@ -67,13 +68,46 @@ REPO_LABEL = "agentgym.swe.repo"
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+SWEBENCH_REPO_DIR = "/testbed"
+"""Where SWE-bench and SWE-smith images keep the repository (their ``WORKDIR``)."""
+SWEBENCH_ENV_BIN = "/opt/miniconda3/envs/testbed/bin"
+"""The ``bin`` folder of those images' conda env (``conda activate testbed``)."""
+IMAGE_REPO_ENV = "AGENTGYM_IMAGE_REPO"
+"""Set in the sandboxes of an image whose repository lies outside the work dir: that folder
+(the runner maps ``sys.path`` entries under it, e.g. an editable install's, to the copy)."""
+
+
 @dataclass(frozen=True)
 class ImageRef:
     """An existing image for an instance, and where the repository lies in it (if it does)."""
 
     tag: str
     repo_dir: str | None
-    """``REPO_LABEL`` of the image; ``None``: the backend copies the repository in itself."""
+    """``REPO_LABEL`` of the image, or ``/testbed`` for an image in the SWE-bench layout;
+    ``None``: the backend copies the repository in itself."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment of every command in its sandboxes (the SWE-bench layout's conda env)."""
+
+
+def image_layout(config: dict[str, Any]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """Where the repository lies in an image, and the environment its commands need, from the
+    image's ``Config``: ``REPO_LABEL`` when set; else, for an image in the SWE-bench / SWE-smith
+    layout (``WORKDIR /testbed``), ``/testbed`` with that layout's conda env first on ``PATH``
+    (what ``conda activate testbed`` does for Python); else neither."""
+    labels = config.get("Labels") or {}
+    if labels.get(REPO_LABEL):
+        return str(labels[REPO_LABEL]), ()
+    if str(config.get("WorkingDir") or "").rstrip("/") != SWEBENCH_REPO_DIR:
+        return None, ()
+    image_env = dict(str(e).split("=", 1) for e in config.get("Env") or [] if "=" in str(e))
+    path = image_env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    env = {
+        "PATH": f"{SWEBENCH_ENV_BIN}:{path}",
+        "CONDA_DEFAULT_ENV": "testbed",
+        "CONDA_PREFIX": str(PurePosixPath(SWEBENCH_ENV_BIN).parent),
+        IMAGE_REPO_ENV: SWEBENCH_REPO_DIR,
+    }
+    return SWEBENCH_REPO_DIR, tuple(sorted(env.items()))
 
 
 def image_tag(instance: SWEInstance, base_image: str = DEFAULT_IMAGE) -> str:
@@ -218,8 +252,8 @@ def ensure_image(instance: SWEInstance, *, build: bool = True, client: Any = Non
             ) from None
         build_instance_image(instance, client=client)
         image = client.images.get(tag)
-    labels = (image.attrs.get("Config") or {}).get("Labels") or {}
-    return ImageRef(tag, labels.get(REPO_LABEL))
+    repo_dir, env = image_layout(image.attrs.get("Config") or {})
+    return ImageRef(tag, repo_dir, env)
 
 
 # -- the command line -------------------------------------------------------------------------

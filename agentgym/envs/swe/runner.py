@@ -27,6 +27,7 @@ _HERE = Path(__file__).parent
 RUNNER_FILES = {
     "runner.py": (_HERE / "runner_script.py").read_text(),
     "runner_guard.py": (_HERE / "runner_guard.py").read_text(),
+    "runner_compare.py": (_HERE / "runner_compare.py").read_text(),
 }
 """File name in the grader's folder -> source."""
 _WORDS = (
@@ -72,10 +73,14 @@ def request(
     canary: Canary,
     changed: list[str],
     timeout: float,
+    *,
+    lines: dict[str, list[int]] | None = None,
 ) -> str:
     """The runner's stdin: the nonce line, then the JSON request (``tests``: the node ids whose
-    records the verdict keeps, the canary's added)."""
+    records the verdict keeps, the canary's added; ``lines``: per changed file, the line
+    numbers the graded diff adds)."""
     body = {
+        "lines": lines or {},
         "files": files,
         "tests": [*tests, *canary.ids],
         "canary": {"path": canary.path, "source": canary.source},

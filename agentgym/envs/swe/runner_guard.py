@@ -8,20 +8,24 @@ repository's code, configuration and test files. ``Origins`` says which source f
 legitimately provide test machinery: the system's read-only folders, and files of the
 repository that existed before the run and that the graded diff does not change. A change made
 by code from such a file (pytest's own plugins adding ``Node.fspath``, a repository's unchanged
-conftest.py) is not a problem; anything else is.
+conftest.py) is not a problem; anything else is. ``Bindings`` keeps the graded test modules'
+names (what they imported, their functions and classes) as they were at import.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 __all__ = [
+    "Bindings",
     "Guard",
     "Hooks",
     "Origins",
     "file_problems",
     "file_states",
+    "imported_names",
     "machinery",
     "report_problems",
 ]
@@ -30,7 +34,7 @@ _MISSING = object()
 HOT = frozenset({"_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
                  "_pytest.skipping", "_pytest.outcomes", "pluggy._callers", "pluggy._hooks",
                  "pluggy._result", "pluggy._manager", "json.encoder", "__main__",
-                 "runner_guard"})  # fmt: skip
+                 "runner_guard", "runner_compare", "_pytest.assertion.rewrite"})  # fmt: skip
 """Modules checked at every test's call report (the reporting path); all of them at the end."""
 REPORT_HOOKS = frozenset({"pytest_runtest_logreport", "pytest_runtest_makereport",
                           "pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call",
@@ -43,7 +47,8 @@ _Entry = tuple  # (where, namespace, key, value, func, code, defaults)
 
 def machinery() -> list[str]:
     """Names of the loaded modules whose namespaces ``Guard`` watches."""
-    prefixes = ("_pytest", "pytest", "pluggy", "unittest", "json", "runner_guard")
+    prefixes = ("_pytest", "pytest", "pluggy", "unittest", "json", "runner_guard",
+                "runner_compare")  # fmt: skip
     found = [n for n in list(sys.modules) if n.split(".")[0] in prefixes]
     return [*found, "builtins", "os", "posix", "sys", "__main__"]
 
@@ -317,3 +322,107 @@ def file_problems(before: dict, after: dict, watched: set[str]) -> list[str]:  #
             what = "created" if rel not in before else "removed" if rel not in after else "changed"
             problems.append(f"the tests' processes {what} {rel}")
     return problems
+
+
+_UNSET = object()
+_BOUND_TO_CODE = (type, type(os), type(file_states), type(len), staticmethod, classmethod,
+                  property)  # fmt: skip
+
+
+class Bindings:
+    """The names graded test modules bound at import: what each imported (``imported_names``)
+    and each function, class or module in its namespace. ``problems`` puts back every name
+    rebound since (the agent's code reaching into a test module) and names each one."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, tuple[dict, dict, dict]] = {}  # type: ignore[type-arg]
+
+    def note(self, path: str, module: object) -> bool:
+        """Note the module at ``path`` (once); whether it was new."""
+        if path in self.modules:
+            return False
+        space = vars(module)
+        code = {k: v for k, v in space.items() if isinstance(v, _BOUND_TO_CODE)}
+        self.modules[path] = (space, code, imported_names(path, space))
+        return True
+
+    def problems(self) -> list[str]:
+        found = []
+        for path, (space, code, imported) in self.modules.items():
+            where = os.path.relpath(path)
+            for key, (module, attr) in imported.items():
+                value = held(module, attr)
+                if value is not _UNSET and space.get(key) is not value:
+                    space[key] = value
+                    found.append(f"{where}: the name {key!r} the test module imported was "
+                                 "rebound to something its module does not hold")  # fmt: skip
+            for key, value in code.items():
+                if key not in imported and space.get(key, _UNSET) is not value:
+                    space[key] = value
+                    found.append(f"{where}: the test module's name {key!r} was rebound "
+                                 "after the module was collected")  # fmt: skip
+        return found
+
+
+def held(module: str, attr: str | None) -> object:
+    """What ``module`` holds under ``attr`` (the module itself for None), or ``_UNSET``."""
+    found = sys.modules.get(module, _UNSET)
+    return found if attr is None or found is _UNSET else getattr(found, attr, _UNSET)
+
+
+def imported_names(path: str, space: dict) -> dict[str, tuple[str, str | None]]:  # type: ignore[type-arg]
+    """The names the module at ``path`` binds with a top-level ``import`` and nothing else at
+    its top level: name -> (module, attribute; None for the module itself). Read from the file
+    (which the supervisor checks is unchanged), never from the module."""
+    import ast
+    import importlib.util
+
+    tree = _parsed(path)
+    names: dict[str, tuple[str, str | None]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = (alias.name, None)
+                else:
+                    top = alias.name.split(".")[0]
+                    names[top] = (top, None)
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            try:
+                module = importlib.util.resolve_name(
+                    "." * node.level + (node.module or ""), space.get("__package__")
+                )
+            except (ImportError, ValueError):
+                continue
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = (module, alias.name)
+    for name in _assigned(tree):
+        names.pop(name, None)
+    return names
+
+
+def _parsed(path: str) -> Any:
+    import ast
+
+    try:
+        with open(path, "rb") as source:
+            return ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return ast.Module([], [])
+
+
+def _assigned(tree: object) -> set[str]:
+    """Names the module's statements other than imports bind (or their functions do)."""
+    import ast
+
+    found = set()
+    for node in tree.body:  # type: ignore[attr-defined]
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                found.add(inner.id)
+            elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(inner.name)
+    return found

@@ -9,13 +9,15 @@ Two processes:
 - the supervisor (the script's own process) reads a nonce and a request from stdin, imports
   pytest and its plugins while no folder of the repository is on ``sys.path``, makes itself
   non-dumpable (no process of its user can then read its memory or open its descriptors through
-  ``/proc``), writes the grader's canary test file, records the test machinery (``Guard``) and
-  the repository's files, and forks
+  ``/proc``), writes the grader's canary test file, makes pytest rewrite the test modules'
+  comparisons (``runner_compare``), records the test machinery (``Guard``) and the
+  repository's files, and forks
 - the test process, which zeroes its copy of the nonce, sends a random token of its own to the
   supervisor before any code of the repository runs, puts the repository first on ``sys.path``
   and runs pytest on the requested files (the canary last) with ``Recorder``, which checks
   each report and its test function (and, at a call report, the reporting hooks and machinery:
-  ``runner_guard``), then sends the report's record at once, as a ``<token> <json>`` line on a
+  ``runner_guard``; before each test, the test modules' names: ``runner_guard.Bindings``),
+  then sends the report's record at once, as a ``<token> <json>`` line on a
   pipe of its own; problems found go the same way, and ``<token> {"end": pytest's exit code}``
   last, before it leaves with ``os._exit``.
   Its stdout and stderr go to the supervisor, who keeps their start and end.
@@ -28,7 +30,8 @@ line on stdout, which no other process holds: ``{"nonce", "records", "problems",
 "timed_out", "error"}``. The tests' output goes to its stderr.
 
 Request on stdin: the 32-character hex nonce and a newline, then JSON ``{"files": [...],
-"tests": [...], "canary": {"path", "source"}, "changed": [...], "timeout": seconds}``. The
+"tests": [...], "canary": {"path", "source"}, "changed": [...], "lines": {path: [added line
+numbers]}, "timeout": seconds}``. The
 verdict keeps the records of ``tests`` only, as ``[nodeid, when, outcome, xfail]``; problems
 are sentences naming what looked tampered with.
 """
@@ -46,10 +49,12 @@ from typing import Any
 
 if __name__ == "__main__":  # in the sandbox: runner_guard.py lies next to this file
     sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+    import runner_compare as compare
     import runner_guard as checks
 
     del sys.path[0]
 else:  # imported on the host (tests)
+    from agentgym.envs.swe import runner_compare as compare
     from agentgym.envs.swe import runner_guard as checks
 
 _dumps, _loads = json.dumps, json.loads
@@ -95,12 +100,16 @@ class Recorder:
     supervisor at once (nothing piles up in memory where later code could rewrite it)."""
 
     def __init__(self, send: Callable[[object], None], guard: checks.Guard,
-                 origins: checks.Origins, report_class: type) -> None:  # fmt: skip
+                 origins: checks.Origins, report_class: type,
+                 plain: compare.Plain | None = None,
+                 files: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.send, self.guard, self.origins = send, guard, origins
-        self.report_class = report_class
+        self.report_class, self.plain = report_class, plain
+        self.files = frozenset(os.path.realpath(f) for f in files)
         self.sent: set[str] = set()
         self.hooks: checks.Hooks | None = None
         self.tests: dict[str, tuple[object, str, object, object]] = {}
+        self.bindings = checks.Bindings()
 
     def pytest_configure(self, config: object) -> None:
         self.hooks = checks.Hooks(config.pluginmanager, self.origins)  # type: ignore[attr-defined]
@@ -117,6 +126,26 @@ class Recorder:
             code = getattr(getattr(func, "__func__", func), "__code__", None)
             if code is not None:
                 self.tests[item.nodeid] = (holder, name, func, code)
+        self.problems(self.note_modules(getattr(session, "items", [])))
+
+    def note_modules(self, items: list) -> list[str]:  # type: ignore[type-arg]
+        """Check that each graded test module had its comparisons rewritten
+        (``runner_compare``), and note its bindings (``runner_guard.Bindings``)."""
+        found = []
+        for item in items:
+            module = getattr(item, "module", None)
+            path = os.path.realpath(str(getattr(module, "__file__", "")))
+            if path not in self.files or not self.bindings.note(path, module):
+                continue
+            if self.plain is not None and not compare.rewritten(module, self.plain):
+                found.append(f"the test module {os.path.relpath(path)} was not imported "
+                             "through the grader's rewriting of its comparisons")  # fmt: skip
+        return found + self.bindings.problems()
+
+    def pytest_runtest_call(self, item: object) -> None:
+        """Before each test runs: the graded test modules' names hold what they held (a
+        rebound name is put back, and is tampering)."""
+        self.problems(self.bindings.problems())
 
     def pytest_runtest_logreport(self, report: object) -> None:
         found = checks.report_problems(report, self.report_class)
@@ -159,9 +188,10 @@ def run_tests(send: Callable[[object], None], request: dict,  # type: ignore[typ
     # interpreter's own path (an editable install's folders of the repository included).
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd(), *extra, *request["sys_path"]]
-    recorder = Recorder(send, guard, origins, pytest.TestReport)
+    graded = (*request["files"], request["canary"]["path"])
+    recorder = Recorder(send, guard, origins, pytest.TestReport, request.get("plain"), graded)
     args = ["-p", "no:cacheprovider", "--rootdir", os.getcwd(), "-rfE", "--tb=short",
-            "--maxfail=0", *request["files"], request["canary"]["path"]]  # fmt: skip
+            "--maxfail=0", "--assert=rewrite", *graded]  # fmt: skip
     try:
         code = int(pytest.main(args, plugins=[recorder]))
     except BaseException as error:
@@ -361,7 +391,8 @@ def main() -> None:
     root = os.getcwd()
     here = os.path.dirname(os.path.realpath(__file__))
     sys.dont_write_bytecode = True
-    request["sys_path"] = [p for p in sys.path if p and not _inside(p, (here,))]
+    own_path = [p for p in sys.path if p and not _inside(p, (here,))]
+    request["sys_path"] = moved(own_path, os.environ.get("AGENTGYM_IMAGE_REPO"), root)
     sys.path[:] = [p for p in sys.path if p and not _inside(p, (root, here))]
     _set_dumpable(False)
     verdict = judge(nonce, request, root)
@@ -370,6 +401,16 @@ def main() -> None:
     verdict["nonce"] = bytes(nonce[:NONCE_LEN]).decode("ascii")
     sys.stdout.write(_dumps(verdict) + "\n")
     sys.stdout.flush()
+
+
+def moved(paths: list[str], image_repo: str | None, root: str) -> list[str]:
+    """``paths`` with each folder under ``image_repo`` (where the image keeps the repository,
+    e.g. an editable install's ``/testbed/src``) moved to the same folder under ``root``, the
+    copy the tests run in."""
+    if not image_repo or os.path.realpath(image_repo) == os.path.realpath(root):
+        return paths
+    base = image_repo.rstrip("/")
+    return [root + p[len(base) :] if p == base or p.startswith(base + "/") else p for p in paths]
 
 
 def _inside(path: str, folders: tuple[str, ...]) -> bool:
@@ -408,8 +449,10 @@ def judge(nonce: bytearray, request: dict, root: str) -> dict:  # type: ignore[t
                 "error": error}  # fmt: skip
     before = checks.file_states(root)
     here = os.path.dirname(os.path.realpath(__file__))
-    own = [os.path.realpath(__file__), os.path.join(here, "runner_guard.py")]
+    own = [os.path.realpath(__file__), *(os.path.join(here, f"runner_{name}.py")
+                                         for name in ("guard", "compare"))]  # fmt: skip
     origins = checks.Origins(root, before, request["changed"], own)
+    request["plain"] = compare.install(origins, request.get("lines", {}))
     guard = checks.Guard.take(checks.machinery())
     deadline = time.monotonic() + float(request["timeout"])
     msg_r, msg_w = os.pipe()

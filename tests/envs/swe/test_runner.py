@@ -51,10 +51,14 @@ def test_the_canary_lies_next_to_the_first_test_file_and_always_fails() -> None:
 
 def test_the_request_carries_the_nonce_on_its_own_line() -> None:
     canary = Canary("tests/test_c.py", "x = 1\n", ("tests/test_c.py::test_c",))
-    text = request(TOKEN, ["tests/test_a.py"], ["tests/test_a.py::t"], canary, ["a.py"], 5.0)
+    lines = {"a.py": [3, 4]}
+    text = request(
+        TOKEN, ["tests/test_a.py"], ["tests/test_a.py::t"], canary, ["a.py"], 5.0, lines=lines
+    )
     nonce, body = text.split("\n", 1)
     assert nonce == TOKEN
     assert json.loads(body) == {
+        "lines": {"a.py": [3, 4]},
         "files": ["tests/test_a.py"],
         "tests": ["tests/test_a.py::t", "tests/test_c.py::test_c"],
         "canary": {"path": "tests/test_c.py", "source": "x = 1\n"},

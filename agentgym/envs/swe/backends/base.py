@@ -17,9 +17,12 @@ from agentgym.core.errors import SandboxError
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.sandbox import Sandbox
 
-__all__ = ["REPO_DIR", "SETUP_TIMEOUT", "SWEBackend", "prepare_repo"]
+__all__ = ["BASE_REF", "REPO_DIR", "SETUP_TIMEOUT", "SWEBackend", "prepare_repo"]
 
 REPO_DIR = "repo"
+BASE_REF = "refs/agentgym/base"
+"""Set by a backend whose image keeps the repository on a commit of its own on top of
+``base_commit`` (the SWE-bench layout): diffs are taken against it (``grader.diff_base``)."""
 """The repository's folder, relative to the sandbox's work dir (``f"{sb.workdir}/repo"``)."""
 SETUP_TIMEOUT = 600.0
 """Default seconds each of an instance's setup commands may run."""

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentgym.core.errors import ConfigError, SandboxError, SandboxUnavailable
-from agentgym.envs.swe.backends.base import REPO_DIR, SETUP_TIMEOUT, prepare_repo
+from agentgym.envs.swe.backends.base import BASE_REF, REPO_DIR, SETUP_TIMEOUT, prepare_repo
 from agentgym.envs.swe.images import WORKDIR, ImageRef, ensure_image, image_tag
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import CheckoutCache
@@ -55,6 +55,7 @@ class _PoolKey:
     cpus: float
     tmp_size: int
     labels: tuple[tuple[str, str], ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 class _SharedPools:
@@ -96,9 +97,14 @@ def _make_pool(key: _PoolKey) -> DockerPool:
     prepare = None
     if key.repo_dir is not None:
         repo = f"{WORKDIR}/{REPO_DIR}"
-        # A refreshed index keeps the first `git status` of the copy fast.
-        script = 'cp -a "$1" "$2" && { git -C "$2" update-index -q --refresh; true; }'
-        prepare = ["/bin/sh", "-c", script, "sh", key.repo_dir, repo]
+        # The image's commit is what diffs are taken against (an image in the SWE-bench
+        # layout sits on a commit of its own on top of base_commit; grader.diff_base). A
+        # refreshed index keeps the first `git status` of the copy fast.
+        script = (
+            'cp -a "$1" "$2" && git -C "$2" update-ref "$3" HEAD'
+            ' && { git -C "$2" update-index -q --refresh; true; }'
+        )
+        prepare = ["/bin/sh", "-c", script, "sh", key.repo_dir, repo, BASE_REF]
     return DockerPool(
         key.size,
         image=key.image,
@@ -108,6 +114,7 @@ def _make_pool(key: _PoolKey) -> DockerPool:
         tmp_size=key.tmp_size,
         workdir=WORKDIR,
         prepare=prepare,
+        env=dict(key.env),
         labels={**dict(key.labels), SWE_LABEL: key.image},
         max_workers=4,
     )
@@ -302,7 +309,9 @@ class DockerSWEBackend:
 
     def _pool(self, ref: ImageRef) -> DockerPool:
         size, memory, processes, cpus, tmp_size = self._settings
-        key = _PoolKey(ref.tag, ref.repo_dir, size, memory, processes, cpus, tmp_size, self._labels)
+        key = _PoolKey(
+            ref.tag, ref.repo_dir, size, memory, processes, cpus, tmp_size, self._labels, ref.env
+        )
         return _pools.get(key, self._id, self.max_warm_images)
 
     def _hold(self, sandbox: DockerSandbox) -> None:
