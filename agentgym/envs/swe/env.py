@@ -324,6 +324,7 @@ def _grade_info(result: GradeResult) -> dict[str, Any]:
         "tests": {"FAIL_TO_PASS": result.fail_to_pass, "PASS_TO_PASS": result.pass_to_pass},
         "test_output": result.test_output,
         "tampering": list(result.tampering),
+        "timed_out": result.timed_out,
         "infra_error": result.infra_error is not None,
         "reward_components": {"resolved": result.reward},
     }

@@ -166,6 +166,9 @@ class GradeResult:
     tampering: list[str] = field(default_factory=list)
     """Why the diff or the test run was judged to tamper with the interpreter or the test
     runner (each finding a sentence); empty when nothing was. Non-empty means reward 0."""
+    timed_out: bool = False
+    """The graded tests ran past their deadline and were killed (the tests left unfinished
+    failed): the code under test's own hang, a scored outcome, never an infrastructure error."""
 
     @property
     def resolved(self) -> bool:
@@ -432,7 +435,8 @@ async def _run_tests(
     if verdict.get("error"):
         return GradeResult(0.0, "infra_error", infra_error=f"the runner: {verdict['error']}")
     output = excerpt(run.stderr.replace(nonce, "<nonce>"), OUTPUT_EXCERPT, tail=0.8)
-    if run.timed_out or verdict.get("timed_out"):
+    timed_out = bool(run.timed_out or verdict.get("timed_out"))
+    if timed_out:
         output += f"\n(the tests ran past {test_timeout:g} s and were killed)"
     outcomes = outcomes_of(verdict.get("records", []))
     f2p = {t: outcomes.get(t, "missing") for t in instance.fail_to_pass}
@@ -451,6 +455,7 @@ async def _run_tests(
         pass_to_pass=p2p,
         test_output=output,
         tampering=tampering,
+        timed_out=timed_out and not resolved,
     )
 
 

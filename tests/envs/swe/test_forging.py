@@ -238,3 +238,4 @@ def test_a_test_that_runs_past_the_deadline_is_killed_and_fails(
     assert result.reward == 0.0
     assert "ran past 5 s" in result.test_output
     assert result.infra_error is None
+    assert result.timed_out  # the fix's own hang: outcome timeout, scored 0, never dropped
