@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError, SandboxError
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import git as host_git
@@ -134,7 +135,7 @@ def synthesize(
     out.mkdir(parents=True, exist_ok=True)
     n = workers or min(8, os.cpu_count() or 1)
     job = _Job(root, out, args, seed, timeout, max_fail_fraction, progress)
-    return asyncio.run(job.run(n, max_candidates, combine, test_fraction, sources, isolation))
+    return run_sync(job.run(n, max_candidates, combine, test_fraction, sources, isolation))
 
 
 def _check_numbers(
