@@ -83,12 +83,21 @@ def test_reports_come_from_the_failing_tests_only() -> None:
         problem_statement(tests, messages, seed)[1]: problem_statement(tests, messages, seed)[0]
         for seed in range(40)
     }
-    assert len(texts) >= 3
+    assert sorted(texts) == ["bug_report", "ci_failure", "terse", "user_question"]
     for text in texts.values():
         assert "tests/test_a.py::test_parse_dates" in text
         assert "python -m pytest" in text
+        assert "'tests/test_a.py::test_x[1 2]'" in text  # quoted for the shell
         assert "diff" not in text.lower()
-    assert any("assert 3 == 4" in text for text in texts.values())
+        assert "assert 3 == 4" in text
+    assert "failing in `tests/test_a.py`" in texts["ci_failure"]
+    both = [*tests, "tests/test_b.py::test_other"]
+    ci = [
+        text
+        for text, name in (problem_statement(both, {}, n) for n in range(40))
+        if name == "ci_failure"
+    ]
+    assert "failing in 2 test files" in ci[0]
 
 
 def test_split_keeps_each_file_on_one_side() -> None:

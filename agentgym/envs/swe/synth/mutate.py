@@ -12,7 +12,7 @@ import ast
 import itertools
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +269,9 @@ def _symbol(op: ast.operator | ast.cmpop | ast.boolop) -> str:
     return ast.unparse(ast.BinOp(ast.Name("a"), op, ast.Name("b")))[2:-2]
 
 
-def _swap_ops(node: ast.AST, parts: list[ast.AST], old: str, new: str, o: _Offsets) -> str | None:
+def _swap_ops(
+    node: ast.AST, parts: Sequence[ast.AST], old: str, new: str, o: _Offsets
+) -> str | None:
     """The text of ``node`` with operator ``old`` between each two of ``parts`` made ``new``
     (only the text between the operands changes: their parentheses and spacing are kept)."""
     start, end = o.span(node)

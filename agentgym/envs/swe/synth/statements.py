@@ -71,8 +71,8 @@ def _bug_report(c: dict[str, str]) -> str:
 
 def _ci_failure(c: dict[str, str]) -> str:
     return (
-        f"CI is red: {c['count']} failing in {c['file']}\n\n"
-        f"Running the test suite gives failures in `{c['file']}`:\n\n```\n{c['command']}\n```\n\n"
+        f"CI is red: {c['count']} failing in {c['where']}\n\n"
+        f"Running the test suite gives failures in {c['where']}:\n\n```\n{c['command']}\n```\n\n"
         + (f"```\n{c['reasons']}\n```\n\n" if c["reasons"] else "")
         + f"Failing tests:\n\n{c['listing']}\n\nEverything else passes. Please fix the library "
         "code so that these tests pass again.\n"
@@ -113,10 +113,11 @@ def problem_statement(
     """A bug report for ``fail_to_pass`` and its template's name; ``messages`` maps a test id
     to pytest's one-line reason it failed."""
     tests = sorted(fail_to_pass)
+    files = sorted({test.split("::", 1)[0] for test in tests})
     context = {
         "module": _module(tests),
         "subject": _subject(tests),
-        "file": tests[0].split("::", 1)[0],
+        "where": f"`{files[0]}`" if len(files) == 1 else f"{len(files)} test files",
         "first": tests[0],
         "count": f"{len(tests)} test{'s' if len(tests) != 1 else ''}",
         "listing": _listing(tests),
