@@ -29,13 +29,15 @@ from agentgym.envs.swe.synth import synthesize
 SUBMIT = as_action([{"name": "submit", "arguments": {}}])
 
 
-def verify(tasks: Path) -> dict[str, Any]:
-    """Gold 1 and no change 0 for every task of ``tasks`` through SWE-v0 (local sandbox)."""
+def verify(tasks: Path, limit: int | None = None) -> dict[str, Any]:
+    """Gold 1 and no change 0 for every task of ``tasks`` (the first ``limit``) through SWE-v0
+    (local sandbox)."""
     env = SWEEnv(tasks=str(tasks), sandbox="local")
     failures: list[str] = []
     started = time.monotonic()
+    checked = env.instances[:limit]
     try:
-        for instance in env.instances:
+        for instance in checked:
             env.reset(options={"task_id": instance.instance_id})
             env.step(as_action(gold_tool_calls(instance)))
             gold = env.step(SUBMIT)[1]
@@ -46,7 +48,7 @@ def verify(tasks: Path) -> dict[str, Any]:
     finally:
         env.close()
     return {
-        "tasks": len(env.instances),
+        "tasks": len(checked),
         "failures": failures,
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--combine", type=int, default=0, choices=(0, 2, 3))
     parser.add_argument("--verify", action="store_true", help="grade gold and no-op per task")
+    parser.add_argument("--verify-limit", type=int, default=None, help="grade only the first N")
     parser.add_argument("--keep", default=None, help="write the tasks here (default: a temp dir)")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_average_end": [round(x, 1) for x in os.getloadavg()],
         }
         if args.verify and result.tasks:
-            figures["verify"] = verify(out / "tasks.jsonl")
+            figures["verify"] = verify(out / "tasks.jsonl", args.verify_limit)
     text = json.dumps(figures, indent=2)
     print(text)
     if args.out:

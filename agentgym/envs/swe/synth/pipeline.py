@@ -53,6 +53,7 @@ from agentgym.envs.swe.synth.suite import (
     reset_repo,
     run_suite,
 )
+from agentgym.envs.swe.tampering import scan_diff
 from agentgym.sandbox import Sandbox
 
 __all__ = ["SynthResult", "synthesize"]
@@ -456,9 +457,13 @@ class _Job:
         elif len(failing) > self.max_fail_fraction * len(baseline.stable):
             verdict = "trivial"
         else:
-            restored = await run_suite(sandbox, failing, self.timeout)
+            # As grading the gold patch sees it: the file counts as changed.
+            restored = await run_suite(sandbox, failing, self.timeout, [path])
             await reset_repo(sandbox)
             verdict = "valid" if all(restored.passed(t) for t in failing) else "not_restored"
+            if restored.problems:
+                verdict = "grader_flags_fix"
+                record["problems"] = restored.problems[:5]
         record["verdict"] = verdict
         if verdict == "valid":
             messages = failure_messages(run.output)
@@ -497,7 +502,13 @@ class _Job:
         with tempfile.TemporaryDirectory(prefix="agentgym-synth-clean-") as tmp:
             clean = export_tree(self.root, self.commit, Path(tmp) / "clean")
             for group, record in accepted:
-                tasks.append(self.task(group, record, baseline, clean, split, names))
+                task = self.task(group, record, baseline, clean, split, names)
+                if scan_diff(task["patch"]):  # the grader would not run the gold patch's tests
+                    (self.out / task["repo_path"]).unlink()
+                    verdicts["valid"] -= 1
+                    verdicts["grader_flags_fix"] = verdicts.get("grader_flags_fix", 0) + 1
+                    continue
+                tasks.append(task)
         files = {"tasks.jsonl": tasks}
         for side in ("train", "test"):
             files[f"{side}.jsonl"] = [t for t in tasks if t["split"] == side]

@@ -35,6 +35,8 @@ class SuiteRun:
     """Test id -> ``passed``, ``failed``, ``error``, ``skipped``, ``xfail`` or ``xpass``; a
     test that never ran is absent."""
     collect_errors: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What the runner judged tampering (the grader scores such a run 0)."""
     timed_out: bool = False
     output: str = ""
     error: str | None = None
@@ -111,6 +113,7 @@ async def run_suite(
     return SuiteRun(
         outcomes={t: outcomes[t] for t in tests if t in outcomes},
         collect_errors=[f for f in files if outcomes.get(f) == "error"],
+        problems=[str(p) for p in verdict.get("problems", [])],
         timed_out=bool(run.timed_out or verdict.get("timed_out")),
         output=output,
     )
