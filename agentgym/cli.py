@@ -392,6 +392,18 @@ def _run_mcp(args: argparse.Namespace) -> int:
     return run_mcp(args)
 
 
+def _add_swe_arguments(parser: argparse.ArgumentParser) -> None:
+    from agentgym.envs.swe.synth.cli import add_swe_arguments
+
+    add_swe_arguments(parser)
+
+
+def _run_swe(args: argparse.Namespace) -> int:
+    from agentgym.envs.swe.synth.cli import run_swe
+
+    return run_swe(args)
+
+
 def _add_serve_env_arguments(parser: argparse.ArgumentParser) -> None:
     from agentgym.vector.serve_env_cli import add_serve_env_arguments
 
@@ -436,6 +448,11 @@ COMMANDS: dict[str, Command] = {
         _add_mcp_arguments,
         _run_mcp,
         extra="mcp",
+    ),
+    "swe": Command(
+        "SWE tasks: `agentgym swe synth REPO` makes validated SWE-v0 tasks from a local repo",
+        _add_swe_arguments,
+        _run_swe,
     ),
 }
 

@@ -1,0 +1,275 @@
+"""``agentgym swe synth``: procedural bugs, bad input, and synthesis end to end on a small repo
+(the baseline leaves the flaky and the failing test out, every emitted task's gold patch scores 1
+and doing nothing 0 through SWE-v0, the agent's checkout holds no commit past its base)."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from conftest import git
+from swe_steps import call, step, submit
+from synth_repo import STABLE, build_textops
+
+from agentgym.cli import main
+from agentgym.core.errors import ConfigError
+from agentgym.envs.swe import gold_tool_calls, read_instances
+from agentgym.envs.swe.synth import KINDS, mutations, synthesize
+from agentgym.envs.swe.synth.mutate import apply_edits, pick
+from agentgym.envs.swe.synth.package import split_by_file
+from agentgym.envs.swe.synth.statements import problem_statement
+
+SOURCE = '''"""Module docstring: 1 < 2 and not False."""
+
+
+def scan(items, limit=3, strict=False):
+    """Docstring of scan."""
+    found = []
+    for i in range(len(items)):
+        if items[i] > limit and not strict:
+            found.append(items[i] * 2)
+        else:
+            found.append(max(items[i], 0))
+    return found
+
+
+class Box:
+    def head(self, values, n):
+        return values[:n] if n == len(values) or values is None else values[n] - 1
+
+    def total(self, values):
+        acc = 0
+        while not values:
+            acc += 1
+        return acc
+'''
+
+
+def test_every_kind_is_a_small_edit_that_parses_and_changes_the_code() -> None:
+    found = mutations("pkg/mod.py", SOURCE)
+    assert {m.kind for m in found} == set(KINDS)
+    for m in found:
+        mutated = apply_edits(SOURCE, [m])
+        assert ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(SOURCE)), m
+        assert SOURCE[m.start : m.end] == m.old
+        assert m.function in {"scan", "Box.head", "Box.total"}
+        # The rest of the file is untouched: only lines of the edit differ.
+        diff = difflib.unified_diff(SOURCE.splitlines(), mutated.splitlines(), n=0, lineterm="")
+        changed = [line for line in list(diff)[2:] if line[:1] in "+-"]
+        assert len(changed) <= m.old.count("\n") + m.new.count("\n") + 2, m
+    # Docstrings and the module's top level are never edited.
+    assert not any(m.line in (1, 5) for m in found)
+    assert mutations("broken.py", "def f(:\n") == []
+
+
+def test_picking_is_deterministic_per_seed_and_interleaves_kinds() -> None:
+    found = mutations("pkg/mod.py", SOURCE)
+    first = pick(found, 14, seed=7)
+    assert first == pick(list(reversed(found)), 14, seed=7)
+    assert [m.key for m in first] != [m.key for m in pick(found, 14, seed=8)]
+    assert len({m.kind for m in first}) == 14  # every kind before any repeats
+    assert len(pick(found, None, seed=0)) == len(found)
+
+
+def test_reports_come_from_the_failing_tests_only() -> None:
+    tests = ["tests/test_a.py::test_parse_dates", "tests/test_a.py::test_x[1 2]"]
+    messages = {tests[0]: "AssertionError: assert 3 == 4"}
+    texts = {
+        problem_statement(tests, messages, seed)[1]: problem_statement(tests, messages, seed)[0]
+        for seed in range(40)
+    }
+    assert sorted(texts) == ["bug_report", "ci_failure", "terse", "user_question"]
+    for text in texts.values():
+        assert "tests/test_a.py::test_parse_dates" in text
+        assert "python -m pytest" in text
+        assert "'tests/test_a.py::test_x[1 2]'" in text  # quoted for the shell
+        assert "diff" not in text.lower()
+        assert "assert 3 == 4" in text
+    assert "failing in `tests/test_a.py`" in texts["ci_failure"]
+    both = [*tests, "tests/test_b.py::test_other"]
+    ci = [
+        text
+        for text, name in (problem_statement(both, {}, n) for n in range(40))
+        if name == "ci_failure"
+    ]
+    assert "failing in 2 test files" in ci[0]
+
+
+def test_split_keeps_each_file_on_one_side() -> None:
+    files = [f"pkg/m{i}.py" for i in range(10)]
+    split = split_by_file(files * 2, 0.3, seed=1)
+    assert sorted(split) == sorted(files)
+    assert sum(side == "test" for side in split.values()) == 3
+    assert split == split_by_file(list(reversed(files)), 0.3, seed=1)
+    assert set(split_by_file(files[:2], 0.01, seed=0).values()) == {"train", "test"}
+
+
+def _commit(repo: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "x")
+    return repo
+
+
+@pytest.mark.parametrize(
+    ("make", "kwargs", "words"),
+    [
+        (lambda p: p / "missing", {}, "does not exist"),
+        (lambda p: (p / "f.txt").write_text("x") and p / "f.txt", {}, "is not a folder"),
+        (lambda p: p, {}, "is not a git repository"),
+        (lambda p: git(p, "init", "-q") or p, {}, "has no commit"),
+        (lambda p: p, {"max_candidates": 0}, "max_candidates"),
+        (lambda p: p, {"combine": 5}, "combine"),
+        (lambda p: p, {"test_fraction": 1.5}, "test_fraction"),
+    ],
+)
+def test_bad_input_names_the_fix(
+    tmp_path: Path, make: Any, kwargs: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(ConfigError, match=words) as info:
+        synthesize(make(tmp_path), tmp_path / "out", progress=None, **kwargs)
+    assert "Fix:" in str(info.value)
+
+
+def test_cli_reports_bad_input_and_bad_test_cmd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["swe", "synth", str(tmp_path / "nope")]) == 2
+    assert "does not exist. Fix:" in capsys.readouterr().err
+    repo = _commit(tmp_path / "r", {"m.py": "def f():\n    return 1\n"})
+    assert (
+        main(["swe", "synth", str(repo), "--test-cmd", "make test", "--out", str(tmp_path / "o")])
+        == 2
+    )
+    assert "must be a pytest command" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("local_only")
+@pytest.mark.parametrize(
+    ("files", "words"),
+    [
+        ({"pkg/m.py": "def f(x):\n    return x + 1\n"}, "has no test pytest can collect"),
+        (
+            {
+                "pkg/m.py": "def f(x):\n    return x + 1\n",
+                "test_m.py": "def test_f():\n    assert 0\n",
+            },
+            "no test passes on the clean code",
+        ),
+    ],
+)
+def test_a_suite_with_no_passing_test_is_refused(
+    tmp_path: Path, files: dict[str, str], words: str
+) -> None:
+    repo = _commit(tmp_path / "r", files)
+    with pytest.raises(ConfigError, match=words):
+        synthesize(repo, tmp_path / "out", workers=1, progress=None)
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory, local_only: None) -> tuple[Path, Any]:
+    root = tmp_path_factory.mktemp("synth")
+    repo = build_textops(root)
+    result = synthesize(repo, root / "out", max_candidates=16, workers=2, seed=3, progress=None)
+    return root, result
+
+
+def test_synthesis_keeps_stable_tests_and_valid_bugs_only(synthesized: tuple[Path, Any]) -> None:
+    root, result = synthesized
+    assert result.stable_tests == STABLE
+    assert result.left_out_tests == {
+        "tests/test_numbers.py::test_clamp_known_failure": "failed",
+        "tests/test_numbers.py::test_flaky_cache": "flaky",
+    }
+    assert result.candidates == 16
+    assert result.valid >= 4, result.verdicts
+    instances = read_instances(root / "out" / "tasks.jsonl")
+    assert len(instances) == result.valid
+    left_out = set(result.left_out_tests)
+    seen = set()
+    for task, instance in zip(result.tasks, instances, strict=True):
+        assert instance.fail_to_pass
+        assert instance.pass_to_pass
+        assert len(instance.fail_to_pass) + len(instance.pass_to_pass) == STABLE
+        assert not left_out & {*instance.fail_to_pass, *instance.pass_to_pass}
+        bug = task["synth"]["bugs"][0]
+        key = (bug["path"], bug["function"], instance.fail_to_pass)
+        assert key not in seen  # no duplicate
+        seen.add(key)
+        # The report never shows the edit: neither the buggy nor the clean line.
+        edited = [
+            line[1:].strip()
+            for line in (instance.patch or "").splitlines()
+            if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))
+        ]
+        assert edited
+        assert not any(line in instance.problem_statement for line in edited if len(line) > 6)
+        assert task["difficulty"]["tests_failing"] == len(instance.fail_to_pass)
+        assert task["split"] in ("train", "test")
+    sides: dict[str, set[str]] = {}
+    for task in result.tasks:
+        sides.setdefault(task["synth"]["bugs"][0]["path"], set()).add(task["split"])
+    assert all(len(s) == 1 for s in sides.values())
+
+
+def test_each_bundle_holds_one_commit_of_the_buggy_tree(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    root, result = synthesized
+    task = result.tasks[0]
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--mirror", str(root / "out" / task["repo_path"]), str(clone))
+    assert git(clone, "rev-list", "--all").split() == [task["base_commit"]]
+    assert git(clone, "tag").strip() == ""
+    objects = git(clone, "count-objects", "-v")
+    assert "count: 0" in objects or "in-pack" in objects
+    # The clean source's blob is nowhere in the bundle.
+    clean_blob = git(
+        root / "textops", "rev-parse", f"HEAD:{task['synth']['bugs'][0]['path']}"
+    ).strip()
+    done = subprocess.run(["git", "-C", str(clone), "cat-file", "-e", clean_blob], check=False)
+    assert done.returncode != 0
+
+
+def test_resume_skips_candidates_already_validated(synthesized: tuple[Path, Any]) -> None:
+    root, result = synthesized
+    state = (root / "out" / "candidates.jsonl").read_text().splitlines()
+    again = synthesize(
+        root / "textops", root / "out", max_candidates=16, workers=1, seed=3, progress=None
+    )
+    assert (root / "out" / "candidates.jsonl").read_text().splitlines() == state
+    assert [t["instance_id"] for t in again.tasks] == [t["instance_id"] for t in result.tasks]
+    assert again.tasks == result.tasks
+
+
+# ~11 s on 2 cores: two gradings for each of the 7 tasks.
+def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, Any]) -> None:
+    root, _ = synthesized
+    env = gym.make("agentgym/SWE-v0", tasks=str(root / "out" / "tasks.jsonl"), sandbox="local")
+    try:
+        for instance in env.unwrapped.instances:
+            env.reset(options={"task_id": instance.instance_id})
+            count = "commits=$(git log --all --oneline | wc -l) tags=$(git tag | wc -l) "
+            count += "remotes=$(git remote | wc -l) reflog=$(git reflog | wc -l)"
+            history = call(env.unwrapped, "bash", command=f'echo "{count}"')
+            assert "commits=1 tags=0 remotes=0 reflog=0" in history, history
+            answers = step(
+                env.unwrapped, *((c["name"], c["arguments"]) for c in gold_tool_calls(instance))
+            )[0]
+            assert not any(a["content"].startswith("Error") for a in answers)
+            reward, info = submit(env.unwrapped)
+            assert reward == 1.0, (instance.instance_id, info["grade_reason"], info["tests"])
+            env.reset(options={"task_id": instance.instance_id})
+            reward, info = submit(env.unwrapped)
+            assert reward == 0.0
+            assert info["grade_reason"] == "tests_failed", info["grade_reason"]
+    finally:
+        env.close()
