@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,28 @@ def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, A
             assert info["grade_reason"] == "tests_failed", info["grade_reason"]
     finally:
         env.close()
+
+
+def test_combined_bugs_span_functions_of_one_file(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    root, result = synthesized
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)  # the single bugs' verdicts are reused
+    combined = synthesize(
+        root / "textops", out, max_candidates=16, workers=2, seed=3, combine=2, progress=None
+    )
+    pairs = [t for t in combined.tasks if t["difficulty"]["bugs"] == 2]
+    assert pairs, combined.verdicts
+    assert combined.candidates > result.candidates
+    singles = {
+        (t["synth"]["bugs"][0]["path"], t["synth"]["bugs"][0]["line"]): set(t["FAIL_TO_PASS"])
+        for t in result.tasks
+    }
+    for task in pairs:
+        bugs = task["synth"]["bugs"]
+        assert len({b["path"] for b in bugs}) == 1
+        assert len({b["function"] for b in bugs}) == 2
+        assert task["patch"].count("diff --git") == 1
+        union = set().union(*(singles.get((b["path"], b["line"]), set()) for b in bugs))
+        assert set(task["FAIL_TO_PASS"]) >= union - {""}
