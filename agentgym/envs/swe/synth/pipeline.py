@@ -356,7 +356,13 @@ class _Job:
         self, max_candidates: int | None, sources: list[str] | None
     ) -> list[list[Mutation]]:
         tracked = host_git("ls-tree", "-r", "--name-only", self.commit, cwd=self.root).splitlines()
-        chosen = [p for p in tracked if _is_source(p)]
+        packages = {p.rsplit("/", 1)[0] for p in tracked if p.endswith("/__init__.py")}
+        # Modules at the root or in a package (not a folder of loose scripts).
+        chosen = [
+            p
+            for p in tracked
+            if _is_source(p) and ("/" not in p or p.rsplit("/", 1)[0] in packages)
+        ]
         if sources:
             wanted = [s.strip("/").removeprefix("./") for s in sources]
             chosen = [
