@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -299,3 +300,56 @@ def test_combined_bugs_span_functions_of_one_file(
         assert task["patch"].count("diff --git") == 1
         union = set().union(*(singles.get((b["path"], b["line"]), set()) for b in bugs))
         assert set(task["FAIL_TO_PASS"]) >= union - {""}
+
+
+def test_cli_prints_the_summary(
+    synthesized: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, result = synthesized
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)  # resumed: nothing is run again
+    argv = ["swe", "synth", str(root / "textops"), "--out", str(out), "--seed", "3"]
+    code = main([*argv, "--max-candidates", "16", "--workers", "1", "--quiet"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["tasks"] == result.valid
+    assert summary["train"] + summary["test"] == result.valid
+    assert summary["candidates"] == 16
+    assert summary["stable_tests"] == STABLE
+
+
+HOOK = """import sys
+
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        return None
+
+
+def install(flag=True):
+    if flag:
+        sys.meta_path.append(Finder())
+    return len(sys.meta_path)
+"""
+HOOK_TEST = """import sys
+
+from pkg.hooks import install
+
+
+def test_install():
+    before = len(sys.meta_path)
+    assert install() == before + 1
+
+
+def test_other():
+    assert 1 + 1 == 2
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_bug_whose_fix_the_grader_would_flag_is_dropped(tmp_path: Path) -> None:
+    files = {"pkg/__init__.py": "", "pkg/hooks.py": HOOK, "tests/test_hooks.py": HOOK_TEST}
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", workers=1, progress=None)
+    assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
+    assert result.tasks == []
