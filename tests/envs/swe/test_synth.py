@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -273,3 +275,81 @@ def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, A
             assert info["grade_reason"] == "tests_failed", info["grade_reason"]
     finally:
         env.close()
+
+
+def test_combined_bugs_span_functions_of_one_file(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    root, result = synthesized
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)  # the single bugs' verdicts are reused
+    combined = synthesize(
+        root / "textops", out, max_candidates=16, workers=2, seed=3, combine=2, progress=None
+    )
+    pairs = [t for t in combined.tasks if t["difficulty"]["bugs"] == 2]
+    assert pairs, combined.verdicts
+    assert combined.candidates > result.candidates
+    singles = {
+        (t["synth"]["bugs"][0]["path"], t["synth"]["bugs"][0]["line"]): set(t["FAIL_TO_PASS"])
+        for t in result.tasks
+    }
+    for task in pairs:
+        bugs = task["synth"]["bugs"]
+        assert len({b["path"] for b in bugs}) == 1
+        assert len({b["function"] for b in bugs}) == 2
+        assert task["patch"].count("diff --git") == 1
+        union = set().union(*(singles.get((b["path"], b["line"]), set()) for b in bugs))
+        assert set(task["FAIL_TO_PASS"]) >= union - {""}
+
+
+def test_cli_prints_the_summary(
+    synthesized: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, result = synthesized
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)  # resumed: nothing is run again
+    argv = ["swe", "synth", str(root / "textops"), "--out", str(out), "--seed", "3"]
+    code = main([*argv, "--max-candidates", "16", "--workers", "1", "--quiet"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["tasks"] == result.valid
+    assert summary["train"] + summary["test"] == result.valid
+    assert summary["candidates"] == 16
+    assert summary["stable_tests"] == STABLE
+
+
+HOOK = """import sys
+
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        return None
+
+
+def install(flag=True):
+    if flag:
+        sys.meta_path.append(Finder())
+    return len(sys.meta_path)
+"""
+HOOK_TEST = """import sys
+
+from pkg.hooks import install
+
+
+def test_install():
+    before = len(sys.meta_path)
+    assert install() == before + 1
+
+
+def test_other():
+    assert 1 + 1 == 2
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_bug_whose_fix_the_grader_would_flag_is_dropped(tmp_path: Path) -> None:
+    files = {"pkg/__init__.py": "", "pkg/hooks.py": HOOK, "tests/test_hooks.py": HOOK_TEST}
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", workers=1, progress=None)
+    assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
+    assert result.tasks == []

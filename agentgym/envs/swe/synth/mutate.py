@@ -120,10 +120,11 @@ def mutations(path: str, source: str) -> list[Mutation]:
     found: dict[str, Mutation] = {}
     seen: set[tuple[int, int, str]] = set()
     for function, qualname in _functions(tree):
+        segment = _Segment(source, function, offsets)
         for node, kind, new in _edits(function, offsets):
             start, end = offsets.span(node)
             old = source[start:end]
-            if new is None or new == old or not _changes_ast(source, start, end, new):
+            if new is None or new == old or not segment.changed_by(start, end, new):
                 continue
             line = getattr(node, "lineno", function.lineno)
             mutation = Mutation(kind, path, qualname, line, start, end, old, new)
@@ -411,9 +412,26 @@ class _Start(ast.AST):
         self.col_offset = self.end_col_offset = node.col_offset  # type: ignore[attr-defined]
 
 
-def _changes_ast(source: str, start: int, end: int, new: str) -> bool:
-    mutated = source[:start] + new + source[end:]
-    try:
-        return ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(source))
-    except (SyntaxError, ValueError):
-        return False
+class _Segment:
+    """A function's source from its ``def`` line to its end, parsed on its own (an indented
+    one inside ``if True:``), to check that an edit of it parses and changes its AST without
+    parsing the whole file again for every edit."""
+
+    def __init__(self, source: str, function: ast.AST, o: _Offsets) -> None:
+        self.base = o.starts[function.lineno - 1]  # type: ignore[attr-defined]
+        self.text = source[self.base : o.span(function)[1]]
+        self.indented = self.text[:1].isspace()
+        self.dump = self._dump(self.text)
+
+    def _dump(self, text: str) -> str | None:
+        try:
+            return ast.dump(ast.parse("if True:\n" + text if self.indented else text))
+        except (SyntaxError, ValueError):
+            return None
+
+    def changed_by(self, start: int, end: int, new: str) -> bool:
+        a, b = start - self.base, end - self.base
+        if self.dump is None or a < 0 or b > len(self.text):
+            return False
+        mutated = self._dump(self.text[:a] + new + self.text[b:])
+        return mutated is not None and mutated != self.dump

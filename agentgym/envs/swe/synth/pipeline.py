@@ -60,6 +60,8 @@ __all__ = ["SynthResult", "synthesize"]
 
 STATE_FILE = "candidates.jsonl"
 BASELINE_FILE = "baseline.json"
+MAX_GRADED = 200
+"""At most this many tests (``FAIL_TO_PASS`` and ``PASS_TO_PASS``) per task (``_pass_to_pass``)."""
 _SKIP_PARTS = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"}
 _SKIP_NAMES = {"setup.py", "conftest.py", "noxfile.py", "tasks.py", "__main__.py", "_version.py"}
 
@@ -354,7 +356,13 @@ class _Job:
         self, max_candidates: int | None, sources: list[str] | None
     ) -> list[list[Mutation]]:
         tracked = host_git("ls-tree", "-r", "--name-only", self.commit, cwd=self.root).splitlines()
-        chosen = [p for p in tracked if _is_source(p)]
+        packages = {p.rsplit("/", 1)[0] for p in tracked if p.endswith("/__init__.py")}
+        # Modules at the root or in a package (not a folder of loose scripts).
+        chosen = [
+            p
+            for p in tracked
+            if _is_source(p) and ("/" not in p or p.rsplit("/", 1)[0] in packages)
+        ]
         if sources:
             wanted = [s.strip("/").removeprefix("./") for s in sources]
             chosen = [
@@ -456,6 +464,8 @@ class _Job:
             verdict = "no_passing_test"
         elif len(failing) > self.max_fail_fraction * len(baseline.stable):
             verdict = "trivial"
+        elif len(failing) > MAX_GRADED:
+            verdict = "too_many_failing"
         else:
             # As grading the gold patch sees it: the file counts as changed.
             restored = await run_suite(sandbox, failing, self.timeout, [path])
@@ -572,7 +582,7 @@ class _Job:
             "test_patch": "",
             "patch": patch,
             "FAIL_TO_PASS": failing,
-            "PASS_TO_PASS": [t for t in baseline.stable if t not in set(failing)],
+            "PASS_TO_PASS": _pass_to_pass(baseline.stable, failing, instance_id),
             "split": split[group[0].path],
             "difficulty": {
                 "level": level,
@@ -589,6 +599,22 @@ class _Job:
                 ],
             },
         }
+
+
+def _pass_to_pass(stable: list[str], failing: list[str], seed: str) -> list[str]:
+    """The stable tests that still pass, at most ``MAX_GRADED - len(failing)`` of them: those in
+    the failing tests' files first, then a seeded sample of the rest (in suite order).
+
+    The grader reads each listed test's records from one line of the sandbox's output, which
+    keeps 64 KiB by default: a few hundred tests."""
+    room = max(MAX_GRADED - len(failing), 1)
+    passing = [t for t in stable if t not in set(failing)]
+    files = {t.split("::", 1)[0] for t in failing}
+    near = [t for t in passing if t.split("::", 1)[0] in files][:room]
+    rest = [t for t in passing if t not in set(near)]
+    extra = random.Random(seed).sample(rest, min(len(rest), room - len(near)))
+    chosen = {*near, *extra}
+    return [t for t in passing if t in chosen]
 
 
 def _key(group: list[Mutation]) -> str:
