@@ -93,7 +93,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -122,6 +122,11 @@ __all__ = [
 GIT_TIMEOUT = 120.0
 OUTPUT_EXCERPT = 4000
 RUNNER_GRACE = 30.0
+VERDICT_BYTES = 64 * 1024 * 1024
+"""Output the graded run keeps: room for the runner's one-line verdict of a suite of thousands
+of tests (SWE-bench tasks list hundreds; a sandbox keeps 64 KiB by default, and a verdict cut
+there read as tampering, gold patches included). The tests' own output on stderr is cut to an
+excerpt after the run."""
 """Seconds the runner may take beyond ``test_timeout`` to stop the tests and report."""
 DIFF_FILE = ".agentgym-diff"  # in the work dir, outside the repository
 GRADER_DIR = ".agentgym-grader"
@@ -428,6 +433,7 @@ async def _run_tests(
         ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
         stdin=stdin,
         timeout=test_timeout + RUNNER_GRACE,
+        limits=replace(sandbox.limits, output=max(sandbox.limits.output, VERDICT_BYTES)),
         cwd=REPO_DIR,
         env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"},
     )

@@ -177,3 +177,31 @@ def test_agent_diff_holds_new_files_and_commits_but_not_ignored_caches(
     assert "b/calc/__init__.py" in text
     assert "pycache" not in text
     assert ".pytest_cache" not in text
+
+
+MANY = 1000
+MANY_TESTS = (
+    "diff --git a/tests/test_many.py b/tests/test_many.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/tests/test_many.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+\n"
+    "+@pytest.mark.parametrize('case', "
+    f"[f'case-{{i:05d}}-{{\"x\" * 30}}' for i in range({MANY})])\n"
+    "+def test_many(case):\n+    assert case.startswith('case-')\n"
+)
+
+
+def test_a_task_listing_a_thousand_tests_is_graded_whole(
+    backend: LocalSWEBackend, calc: SWEInstance
+) -> None:
+    """SWE-bench tasks list hundreds of PASS_TO_PASS tests: the runner's verdict of them all
+    must reach the grader whole (a verdict cut at the sandbox's default output limit scored
+    every such task 0, gold included)."""
+    assert calc.test_patch is not None
+    ids = [f"tests/test_many.py::test_many[case-{i:05d}-{'x' * 30}]" for i in range(MANY)]
+    many = dataclasses.replace(
+        calc, test_patch=calc.test_patch + MANY_TESTS, pass_to_pass=(*calc.pass_to_pass, *ids)
+    )
+    assert many.patch is not None
+    gold = graded(backend, many, many.patch)
+    assert (gold.reward, gold.reason) == (1.0, "resolved"), gold.test_output[-1500:]
+    assert len(gold.pass_to_pass) == len(calc.pass_to_pass) + MANY
+    assert set(gold.pass_to_pass.values()) == {"passed"}

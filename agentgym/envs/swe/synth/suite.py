@@ -15,15 +15,13 @@ import shlex
 from dataclasses import dataclass, field
 
 from agentgym.envs.swe.backends.base import REPO_DIR
-from agentgym.envs.swe.grader import GRADER_DIR, outcomes_of
+from agentgym.envs.swe.grader import GRADER_DIR, VERDICT_BYTES, outcomes_of
 from agentgym.envs.swe.runner import RUNNER_FILES, make_canary, read_verdict, request
 from agentgym.sandbox import Limits, Sandbox
 
 __all__ = ["SuiteRun", "collect", "failure_messages", "install_runner", "reset_repo", "run_suite"]
 
 RUNNER_GRACE = 30.0
-VERDICT_BYTES = 64 * 1024 * 1024
-"""Room for the runner's one-line verdict of a large suite (a sandbox keeps 64 KiB by default)."""
 # COLUMNS: pytest cuts the short summary's reasons at the terminal width.
 _ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "COLUMNS": "500"}
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - (.*))?$", re.MULTILINE)
