@@ -210,3 +210,84 @@ def test_check_env_passes_the_same_env_without_faults() -> None:
     finally:
         gym.registry.pop("testinfo/Faulty-v0")
         _ENVS.pop("testinfo/Faulty-v0")
+
+
+class Scripted(AgentEnv):
+    """Plays back ``script``: one ``(terminated, truncated, info)`` per step."""
+
+    def __init__(self, script: list[tuple[bool, bool, dict[str, Any]]]) -> None:
+        super().__init__()
+        self.script = script
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.turn = 0
+        self.script = (options or {}).get("script", self.script)
+        return (user("go"),), {"tools": []}
+
+    def step(self, action: Any) -> StepResult:
+        terminated, truncated, info = self.script[self.turn]
+        self.turn += 1
+        return (user("ok"),), 0.0, terminated, truncated, dict(info)
+
+
+class AsyncScripted(Scripted):
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        return Scripted.reset(self, seed=seed)
+
+    async def astep(self, action: Any) -> StepResult:
+        return Scripted.step(self, action)
+
+
+BAD = {"invalid_action": True}
+
+
+@pytest.mark.parametrize("cls", [Scripted, AsyncScripted])
+@pytest.mark.parametrize(
+    ("script", "outcome"),
+    [
+        ([(False, False, BAD), (True, False, {**BAD, "success": False})], "invalid"),
+        ([(False, False, {}), (True, False, {**BAD, "success": False})], "failed"),
+        (
+            [(False, False, BAD), (False, True, {**BAD, "truncation_reason": "max_turns"})],
+            "truncated",
+        ),
+        ([(True, False, {"timed_out": True, "success": False})], "timeout"),
+        ([(True, False, {"success": True})], "success"),
+        ([(True, False, {"success": False, "outcome": "invalid"})], "invalid"),  # its own say
+    ],
+)
+def test_every_episode_an_agent_env_ends_says_its_outcome(
+    cls: type[Scripted], script: list[Any], outcome: str
+) -> None:
+    env = cls(script)
+    infos = []
+    for _ in range(2):  # a second episode starts afresh: nothing of the first carries over
+        env.reset(seed=0)
+        for _ in script:
+            *_, info = env.step("a")
+            infos.append(info)
+        assert infos[-1]["outcome"] == outcome
+        assert all("outcome" not in i for i in infos[-len(script) : -1])  # only the last step
+    env.close()
+
+
+def test_an_episode_after_a_valid_one_is_judged_on_its_own_steps() -> None:
+    env = Scripted([(True, False, {"success": False})])
+    env.reset(seed=0)
+    assert env.step("a")[4]["outcome"] == "failed"  # a valid action
+    invalid = [(False, False, BAD), (True, False, {**BAD, "success": False})]
+    env.reset(seed=0, options={"script": invalid})
+    assert [env.step("a")[4].get("outcome") for _ in range(2)] == [None, "invalid"]
+    env.close()
+
+
+def test_check_env_names_an_ended_episode_without_an_outcome() -> None:
+    assert keys.OUTCOME in keys.KEYS
+    env = Scripted([(True, False, {"success": True, "outcome": "won"})] * 50)
+    with pytest.raises(EnvCheckError, match="outcome"):
+        agentgym.utils.check_env(env)
