@@ -51,15 +51,6 @@ from agentgym.core.errors import (
     EnvDefinitionError,
     EnvStateError,
 )
-from agentgym.core.info import (
-    INFRA_ERROR,
-    INVALID_ACTION,
-    OUTCOME,
-    SUCCESS,
-    TIMED_OUT,
-    TRUNCATION_REASON,
-    outcome_of,
-)
 from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
 from agentgym.core.spaces import AssistantTurn, Messages
 from agentgym.core.styles import WorkerOwner, install_adapters, style_of
@@ -83,16 +74,6 @@ _REFUSED_WHEN: dict[Phase, str] = {
 }
 
 
-_OUTCOME_KEYS = (INFRA_ERROR, INVALID_ACTION, TIMED_OUT, SUCCESS, TRUNCATION_REASON, OUTCOME)
-
-
-def _outcome_keys(info: Any) -> dict[str, Any]:
-    """The keys of a reset's or step's ``info`` that decide an episode's outcome."""
-    if not isinstance(info, dict):
-        return {}
-    return {key: info[key] for key in _OUTCOME_KEYS if key in info}
-
-
 class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
     """A Gymnasium env whose observations are chat messages and whose actions are model turns.
 
@@ -110,8 +91,6 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
     worker thread of the env's own) or ``"process"`` (a child process each, for CPU-bound Python
     or code that may hang: ``agentgym.vector.process.ProcessEnv``)."""
     _phase: Phase = "new"  # a class default: some subclasses reset before calling __init__
-    _said: list[dict[str, Any]] | None = None
-    """What the episode's reset and steps said of its outcome so far (``_OUTCOME_KEYS``)."""
 
     def __init__(
         self,
@@ -204,10 +183,8 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
 
     # --- the step-after-end guard: agentgym.core.styles reports the subclass's resets and steps
 
-    def _reset_ended(self, ok: bool, result: Any = None) -> None:
+    def _reset_ended(self, ok: bool) -> None:
         self._phase = "running" if ok else "reset failed"
-        info = result[1] if isinstance(result, tuple) and len(result) == 2 else None
-        self._said = [_outcome_keys(info)]
 
     def _step_starting(self) -> None:
         if self._closed:
@@ -223,17 +200,8 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
             return
         if result is None:
             self._phase = "interrupted"
-            return
-        if not (isinstance(result, tuple) and len(result) == 5):
-            return
-        info, ended = result[4], bool(result[2] or result[3])
-        said = self._said if self._said is not None else [{}]
-        said.append(_outcome_keys(info))
-        if ended:
+        elif isinstance(result, tuple) and len(result) == 5 and (result[2] or result[3]):
             self._phase = "ended"
-            if isinstance(info, dict) and OUTCOME not in info:
-                # Every episode an AgentEnv ends says its class (agentgym.core.info.OUTCOMES).
-                info[OUTCOME] = outcome_of(said[0], said[1:], truncated=bool(result[3]))
 
     async def aclose(self) -> None:
         """Release what the env holds (sandboxes, servers). Subclasses end with

@@ -149,8 +149,8 @@ class StyledEnv(Protocol):
 class EpisodeGuard(StyledEnv, Protocol):
     """What the wrappers of a guarded env's own reset/step report to it (``AgentEnv`` has it)."""
 
-    def _reset_ended(self, ok: bool, result: Any = None) -> None:
-        """The env's reset returned ``result`` (``ok``) or raised."""
+    def _reset_ended(self, ok: bool) -> None:
+        """The env's reset returned (``ok``) or raised."""
 
     def _step_starting(self) -> None:
         """Raise ``EnvStateError`` unless an episode is under way."""
@@ -254,7 +254,7 @@ def _ended(env: EpisodeGuard, kind: str, guard: bool, result: Any, *, raised: bo
     if guard and kind == "step":
         env._step_ended(None if raised else result)
     elif guard:
-        env._reset_ended(not raised, None if raised else result)
+        env._reset_ended(not raised)
     return result
 
 
@@ -280,7 +280,9 @@ def _sync_adapter(cls: type, sync_name: str, async_name: str) -> Callable[..., A
     return _mark(method)
 
 
-def _async_adapter(cls: type, sync_name: str, async_name: str, guard: bool) -> Callable[..., Any]:
+def _async_adapter(
+    cls: type, sync_name: str, async_name: str, guard: bool
+) -> Callable[..., Any]:
     async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if sync_name == "close" and self.closed:
             return None
