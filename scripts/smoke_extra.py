@@ -204,9 +204,11 @@ def serve(scratch: Path) -> None:
 def ray(scratch: Path) -> None:
     # Ray gives its raylet a fixed 30 s to register (ray/_private/node.py), which a start at
     # .ci/run's nice 19 beside the tests missed: Ray's own processes run at normal priority.
+    # address='local' starts a Ray of its own: a bare init() joined the one a test had started
+    # beside it (and refused num_cpus for an existing cluster).
     python(
         "import gymnasium as gym, ray, agentgym\n"
-        "ray.init(num_cpus=1, include_dashboard=False)\n"
+        "ray.init(address='local', num_cpus=1, include_dashboard=False)\n"
         "v = gym.make_vec('agentgym/FrozenLake-v0', 2, vectorization_mode='vector_entry_point',\n"
         "                 workers='ray')\n"
         "obs, _ = v.reset(seed=0)\n"
