@@ -36,15 +36,19 @@ ONE_CLICK = [
 ]
 
 
-def rss_mib(pids: list[int]) -> float:
+def rss_mib(pids: list[int], field: str = "VmRSS") -> float:
+    """Summed ``field`` of ``pids``: ``VmRSS`` (``/proc/PID/status``) or ``Pss``
+    (``/proc/PID/smaps_rollup``: shared pages divided among the processes sharing them, so a
+    browser's many processes that map the same binary are not counted once each)."""
     total = 0
+    source = "status" if field.startswith("Vm") else "smaps_rollup"
     for pid in pids:
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
+            text = Path(f"/proc/{pid}/{source}").read_text()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
+        for line in text.splitlines():
+            if line.startswith(f"{field}:"):
                 total += int(line.split()[1])
     return total / 1024
 
@@ -101,10 +105,10 @@ def test_64_concurrent_episodes_share_one_browser(chromium: str, site_url: str) 
 
         assert all(terminated)
         assert not any(truncated)
-        memory = rss_mib([os.getpid(), *browser_pids(groups)])
+        memory = rss_mib([os.getpid(), *browser_pids(groups)], "Pss")
         print(
             f"\n64 envs: reset of all {reset_s:.2f} s, one step of all {step_s:.2f} s "
-            f"({64 / step_s:.1f} steps/s), RSS agent + Chromium {memory:.0f} MiB"
+            f"({64 / step_s:.1f} steps/s), PSS agent + Chromium {memory:.0f} MiB"
         )
     finally:
         envs.close()
@@ -120,7 +124,7 @@ def test_many_episodes_leak_no_chromium_and_keep_memory_bounded(
 ) -> None:
     envs = vector(8, site_url, recycle_every=RECYCLE_EVERY)
     groups: set[int] = set()
-    samples: list[tuple[int, float, float]] = []
+    samples: list[tuple[int, float, list[float]]] = []
     episodes = 0
     try:
         envs.reset(seed=0)
@@ -134,8 +138,8 @@ def test_many_episodes_leak_no_chromium_and_keep_memory_bounded(
                 groups |= groups_of(envs)
                 if episodes % RECYCLE_EVERY == 0:
                     agent = rss_mib([os.getpid()])
-                    browser = rss_mib(browser_pids(groups))
-                    samples.append((episodes, agent, browser))
+                    live = [live_processes(g) for g in sorted(groups)]
+                    samples.append((episodes, agent, [rss_mib(p, "Pss") for p in live if p]))
             else:
                 assert not any(infos.get("infra_error", [False]))
         took = time.perf_counter() - started
@@ -145,14 +149,22 @@ def test_many_episodes_leak_no_chromium_and_keep_memory_bounded(
     while browser_pids(groups) and time.monotonic() < deadline:
         time.sleep(0.1)
     leaked = browser_pids(groups)
-    print(f"\n{EPISODES} episodes in {took:.0f} s ({EPISODES / took:.1f} episodes/s), "
-          f"{len(groups)} browsers")
-    for count, agent, browser in samples:
-        print(f"  after {count:4d} episodes: agent RSS {agent:.0f} MiB, Chromium {browser:.0f} MiB")
+    print(
+        f"\n{EPISODES} episodes in {took:.0f} s ({EPISODES / took:.1f} episodes/s), "
+        f"{len(groups)} browsers"
+    )
+    for count, agent, browsers in samples:
+        each = ", ".join(f"{m:.0f}" for m in browsers)
+        print(f"  after {count:4d} episodes: agent RSS {agent:.0f} MiB, Chromium PSS [{each}] MiB")
     print(f"  Chromium processes left after close: {len(leaked)}")
     assert leaked == []
     assert len(groups) >= 5  # recycled every RECYCLE_EVERY episodes
-    # Bounded: the agent grows by less than 150 MiB from the first sample to the last, and the
-    # live Chromium tree stays under 1.5 GiB (one browser and its renderers at a time).
+    # Bounded: the agent grows by less than 150 MiB from the first sample to the last. At most
+    # two browsers live at once (at a recycle the replacement starts while the retiring one
+    # closes its last contexts; more would be retired browsers piling up), each under 1 GiB of
+    # PSS (~450 MiB measured). Not summed RSS: each of a browser's 11-15 processes counts the
+    # shared binary again, so that sum swung 1.2-1.8 GiB with how many renderers of closed
+    # contexts had not exited yet.
     assert samples[-1][1] - samples[0][1] < 150, samples
-    assert max(b for _, _, b in samples) < 1536, samples
+    assert max(len(browsers) for _, _, browsers in samples) <= 2, samples
+    assert max(m for _, _, browsers in samples for m in browsers) < 1024, samples
