@@ -75,3 +75,23 @@ def test_env_passes_both_checkers(env_id: str) -> None:
 def test_every_registered_env_is_checked() -> None:
     agentgym_ids = [env_id for env_id in ENV_IDS if env_id.startswith("agentgym/")]
     assert len(agentgym_ids) == EXPECTED_ENV_COUNT, agentgym_ids
+
+
+MALFORMED_CALL = "<tool_call>{not json</tool_call>"
+
+
+@pytest.mark.parametrize("env_id", [e for e in ENV_IDS if e.startswith("agentgym/")])
+def test_a_format_error_is_a_scored_invalid_action(env_id: str) -> None:
+    """Every family flags the model's format errors (``invalid_action``, the ``invalid``
+    outcome of an episode of nothing else): a malformed tool call where the env offers tools,
+    text that is no action where it does not. Never an ``infra_error``."""
+    env = gym.make(env_id)
+    try:
+        _, info = env.reset(seed=0)
+        action = MALFORMED_CALL if info["tools"] else "Hmm, let me think about it."
+        *_, truncated, step_info = env.step(action)
+    finally:
+        env.close()
+    assert step_info.get("infra_error") is not True, step_info.get("error")
+    assert step_info.get("invalid_action") is True, (action, step_info)
+    assert contract.outcome_of(info, [step_info], truncated=truncated) in ("invalid", "truncated")

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
@@ -57,7 +58,7 @@ from agentgym.core.styles import WorkerOwner, install_adapters, style_of
 from agentgym.core.tools import Tool, ToolCallFailed, clip
 from agentgym.core.types import Action, Message, Observation, tool_message
 
-__all__ = ["AgentEnv", "StepResult"]
+__all__ = ["AgentEnv", "StepResult", "ToolReport"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,25 @@ _REFUSED_WHEN: dict[Phase, str] = {
     "interrupted": "after the episode ended (its last step was cancelled or failed midway)",
     "reset failed": "after a reset() that raised",
 }
+
+
+@dataclass
+class ToolReport:
+    """How the tool calls of the last ``run_tool_calls`` went, for the step's ``info``:
+    ``calls`` answered (malformed ones included); ``invalid``: malformed, to an unknown tool or
+    with arguments that break its schema (the model's format errors); ``timed_out``: ran into a
+    deadline (``tool_timeout``, or a tool's own: it calls ``note_timeout``)."""
+
+    calls: int = 0
+    invalid: int = 0
+    timed_out: int = 0
+
+    def note_timeout(self) -> None:
+        self.timed_out += 1
+
+    def invalid_action(self, parsed: ParsedAction) -> bool:
+        """Whether the step was nothing but format errors: no call at all, or none valid."""
+        return not parsed.has_calls or self.invalid >= self.calls
 
 
 class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
@@ -121,6 +141,7 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
         self._last_observation: Observation = ()
         self._closed = False
         self._turn = 0
+        self.tool_report = ToolReport()
         self._check_style()
 
     # --- the two styles -------------------------------------------------------------------------
@@ -169,6 +190,7 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
             raise EnvStateError(f"{type(self).__name__} was closed; make a new env to reset")
         gym.Env.reset(self, seed=seed, options=options)
         self._turn = 0
+        self.tool_report = ToolReport()
         self._phase = "running"  # the subclass's reset may step; a raise undoes this
         return (), {}
 
@@ -242,6 +264,8 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
         ``tool_timeout``; malformed calls, unknown tools, bad arguments, failures and timeouts
         all become tool messages. Order follows the calls' order in the action."""
         by_name = {t.name: t for t in self.tools}
+        self.tool_report = report = ToolReport(calls=len(parsed.calls) + len(parsed.malformed))
+        report.invalid = len(parsed.malformed)
 
         async def answer(call: ParsedCall) -> Message:
             name = call.name if call.name in by_name else clip(call.name, 64)
@@ -260,14 +284,18 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
 
     async def _run_one(self, found: Tool | None, call: ParsedCall) -> str:
         if found is None:
+            self.tool_report.invalid += 1
             names = ", ".join(t.name for t in self.tools) or "none"
             return f"Error: unknown tool {clip(call.name, 64)!r}; available tools: {names}"
+        if found.validation_error(call.arguments) is not None:
+            self.tool_report.invalid += 1  # Tool.call answers it with the schema's complaint
         try:
             async with deadline(self.tool_timeout, f"tool {call.name}"):
                 return await found.call(call.arguments)
         except ToolCallFailed as e:
             return f"Error: {e}"
         except DeadlineExceeded as e:
+            self.tool_report.note_timeout()
             return f"Error: {e}"
         except Exception as e:  # a tool bug must not end a training run; it is logged loudly
             log.exception("tool %s raised on arguments %r", call.name, call.arguments)

@@ -224,6 +224,8 @@ class MathEnv(AgentEnv):
             truncated = episode.turns >= self.max_turns
             reason = "max_turns" if truncated else "tool_call"
             info = self._info(episode, Verdict(False, None, reason))
+            info["invalid_action"] = self.tool_report.invalid_action(parsed)
+            info["timed_out"] = bool(self.tool_report.timed_out)
             if truncated:
                 info["truncation_reason"] = "max_turns"
             return messages, 0.0, episode.infra_error, truncated, info

@@ -252,7 +252,11 @@ class MCPEnv(AgentEnv):
         if parsed.has_calls:
             messages = await self.run_tool_calls(parsed)
             episode.tool_calls += len(parsed.calls)
-            return self._after_tools(episode, messages, len(parsed.calls))
+            result = self._after_tools(episode, messages, len(parsed.calls))
+            if not result[4]["infra_error"]:
+                result[4]["invalid_action"] = self.tool_report.invalid_action(parsed)
+                result[4]["timed_out"] = bool(self.tool_report.timed_out)
+            return result
         answer_ok = None
         if episode.task.answer is not None:
             answer_ok = answer_correct(parsed.content, episode.task.answer, episode.task.match)
@@ -310,6 +314,7 @@ class MCPEnv(AgentEnv):
             )
         except DeadlineExceeded:
             if await session.responsive(self.probe_timeout):
+                self.tool_report.note_timeout()  # the call the model made hung: scored
                 return f"Error: tool {remote.name} did not answer within {self.call_timeout:g} s"
             episode.infra_error = f"MCP server {session.config.name!r} stopped answering"
             return SERVER_FAILED

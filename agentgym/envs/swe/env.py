@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from agentgym.core.aio import deadline
 from agentgym.core.deprecation import renamed_argument
-from agentgym.core.env import AgentEnv, StepResult
+from agentgym.core.env import AgentEnv, StepResult, ToolReport
 from agentgym.core.errors import ConfigError, InfraError
 from agentgym.core.types import Action, Observation, system, user
 from agentgym.envs.swe.backends import SWEBackend, make_backend
@@ -237,12 +237,18 @@ class SWEEnv(AgentEnv):
     async def _step(self, episode: _Episode, action: Action) -> StepResult:
         episode.turns += 1
         messages: tuple[Any, ...] = (user(SANDBOX_FAILED),)
+        invalid = timed_out = False
         if episode.infra_error is None:
             parsed = self.parse(action)
             calls = parsed.has_calls
+            timeouts = self._tools.timeouts
+            self.tool_report = ToolReport()
             messages = await self.run_tool_calls(parsed) if calls else (user(NO_TOOL_CALL),)
             episode.infra_error = self._tools.infra_error
+            invalid = self.tool_report.invalid_action(parsed)
+            timed_out = bool(self.tool_report.timed_out) or self._tools.timeouts > timeouts
         info = self._info(episode)
+        info.update(invalid_action=invalid, timed_out=timed_out)
         if episode.infra_error is not None:
             await self._end_episode()
             return messages, 0.0, True, False, info

@@ -50,11 +50,15 @@ class RepoTools:
         self.sandbox: Sandbox | None = None
         self.submitted = False
         self.infra_error: str | None = None
+        self.timeouts = 0
+        """Commands of the episode that ran into their deadline (each killed): the model's own
+        ``sleep`` or endless loop, scored as a step that ``timed_out``, never dropped."""
         self._lock = asyncio.Lock()
 
     def start(self, sandbox: Sandbox | None) -> None:
         """Begin an episode in ``sandbox``."""
         self.sandbox, self.submitted, self.infra_error = sandbox, False, None
+        self.timeouts = 0
 
     def tools(self) -> tuple[Tool, ...]:
         functions = (
@@ -80,13 +84,15 @@ class RepoTools:
             if self.sandbox is None or self.infra_error is not None:
                 raise ToolCallFailed("the sandbox is unavailable (not your fault)")
             try:
-                return await self.sandbox.run(
+                run = await self.sandbox.run(
                     argv,
                     stdin=stdin,
                     timeout=timeout or self.command_timeout,
                     cwd=REPO_DIR,
                     env=_ENV,
                 )
+                self.timeouts += run.timed_out
+                return run
             except (SandboxError, SandboxFileError) as e:
                 self.infra_error = f"{type(e).__name__}: {e}"
                 raise ToolCallFailed(

@@ -15,7 +15,7 @@ import numpy as np
 
 from agentgym.core.aio import deadline
 from agentgym.core.env import AgentEnv, StepResult
-from agentgym.core.errors import ConfigError
+from agentgym.core.errors import ConfigError, DeadlineExceeded
 from agentgym.core.parsing import call_format
 from agentgym.core.tools import clip
 from agentgym.core.types import Action, Observation, is_turn, system, user
@@ -112,6 +112,9 @@ class WebEnv(AgentEnv):
         task was done. Truncated after ``max_steps`` steps (``truncation_reason`` ``"max_turns"``)
         or when the browser crashed or hung: ``infra_error`` True, ``truncation_reason``
         ``"infra_error"``, reward 0 (that episode only; the next reset starts a new browser).
+        A step past ``step_timeout`` whose browser still answers hung in the page the model's
+        action left (a script that loops): terminated, reward 0, ``timed_out`` True, a scored
+        ``timeout`` outcome, never dropped.
         Stepping an ended episode raises ``EnvStateError``.
 
     Arguments:
@@ -132,6 +135,9 @@ class WebEnv(AgentEnv):
         action_timeout: seconds an action waits for its element (hidden, disabled, covered): past
             it, the action fails as the model's error.
         settle_timeout: the cap on waiting for the page to be quiet after an action.
+        probe_timeout: seconds the check may take, after a step ran past ``step_timeout``, that
+            the browser still answers: then the page the model's action left hung (a scored
+            ``timed_out`` step that ends the episode), else the browser did (``infra_error``).
         tool: offer the actions as tools; False: text actions only.
         tool_parser: parser for tool calls written as text (see :mod:`agentgym.core.parsing`).
         render_mode: ``"ansi"``/``"human"``: the page as text; ``"rgb_array"``: a screenshot.
@@ -155,7 +161,9 @@ class WebEnv(AgentEnv):
     Version history:
         v0: first version. Before the first release, the rules say how to write a tool call in
         text (``agentgym.core.parsing.call_format``), and with ``tool=False`` no longer offer a
-        tool; wording only, no bump.
+        tool; wording only, no bump. Then a page the model's action hung (the browser still
+        answering) became a scored ``timed_out`` step (reward 0, terminated) instead of a
+        dropped ``infra_error``; rewards are unchanged, no bump.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -179,6 +187,7 @@ class WebEnv(AgentEnv):
         step_timeout: float = 30.0,
         action_timeout: float = 3.0,
         settle_timeout: float = 2.0,
+        probe_timeout: float = 10.0,
         tool: bool = True,
         tool_parser: str = "hermes",
         render_mode: str | None = None,
@@ -204,14 +213,19 @@ class WebEnv(AgentEnv):
             "invalid_action_penalty", invalid_action_penalty, "pass a float <= 0, e.g. -0.1"
         )
         if self.invalid_action_penalty > 0:
-            raise ConfigError("invalid_action_penalty", invalid_action_penalty,
-                              "must be <= 0 (a penalty)", "pass e.g. -0.1, or 0")
+            raise ConfigError(
+                "invalid_action_penalty",
+                invalid_action_penalty,
+                "must be <= 0 (a penalty)",
+                "pass e.g. -0.1, or 0",
+            )
         self.screenshot_in_info = flag("screenshot_in_info", screenshot_in_info)
         self.viewport = viewport_size(viewport)
         self.recycle_every = integer("recycle_every", recycle_every, 1)
         self.step_timeout = seconds("step_timeout", step_timeout)
         self.action_timeout = seconds("action_timeout", action_timeout)
         self.settle_timeout = seconds("settle_timeout", settle_timeout)
+        self.probe_timeout = seconds("probe_timeout", probe_timeout)
         self._pool: BrowserPool | None = None
         self._episode: _Episode | None = None
 
@@ -263,6 +277,11 @@ class WebEnv(AgentEnv):
             what = f"step {episode.steps} of {episode.task.task_id}"
             async with deadline(self.step_timeout, what):
                 error, evaluation = await self._act(episode, reading)
+        except DeadlineExceeded as e:
+            if reading.action is not None and await self._browser_answers(episode):
+                return await self._hung_page_step(episode, reading)
+            self._infra(episode, e)
+            return await self._infra_step(episode, reading)
         except Exception as e:
             self._infra(episode, e)
             return await self._infra_step(episode, reading)
@@ -313,15 +332,20 @@ class WebEnv(AgentEnv):
         options = {k: v for k, v in (options or {}).items() if v is not None}
         unknown = sorted(set(options) - {"task_id"})
         if unknown:
-            raise ConfigError("options", options, f"has unknown keys {unknown}",
-                              "pass only {'task_id': ...}")
+            raise ConfigError(
+                "options", options, f"has unknown keys {unknown}", "pass only {'task_id': ...}"
+            )
         if "task_id" not in options:
             return self._tasks[int(self.np_random.integers(len(self._tasks)))]
         task = self._by_id.get(str(options["task_id"]))
         if task is None:
             some = ", ".join(repr(t.task_id) for t in self._tasks[:5])
-            raise ConfigError("options['task_id']", options["task_id"], "is not a task of "
-                              f"{self.site.name}", f"pass one of env.unwrapped.tasks, e.g. {some}")
+            raise ConfigError(
+                "options['task_id']",
+                options["task_id"],
+                f"is not a task of {self.site.name}",
+                f"pass one of env.unwrapped.tasks, e.g. {some}",
+            )
         return task
 
     async def _pool_here(self) -> BrowserPool:
@@ -459,10 +483,58 @@ class WebEnv(AgentEnv):
 
     def _infra(self, episode: _Episode, error: BaseException) -> None:
         text = f"{type(error).__name__}: {str(error).strip()[:500]}"
-        log.warning("web episode of task %s failed outside the model: %s",
-                    episode.task.task_id, text)
+        log.warning(
+            "web episode of task %s failed outside the model: %s", episode.task.task_id, text
+        )
         episode.infra_error = text
         episode.broken = is_browser_gone(error) or isinstance(error, TimeoutError)
+
+    async def _browser_answers(self, episode: _Episode) -> bool:
+        """Whether the episode's browser still works (a fresh page in a fresh context evaluates
+        within ``probe_timeout``): then a step that ran past its deadline hung in the page the
+        model's action left (a script that loops, a page that never settles), not in the
+        browser."""
+        if episode.lease is None or episode.lease.launched.gone:
+            return False
+        browser = episode.lease.launched.browser
+        try:
+            async with deadline(self.probe_timeout, "probing the browser"):
+                context = await browser.new_context()
+                try:
+                    page = await context.new_page()
+                    return await page.evaluate("() => 6 * 7") == 42
+                finally:
+                    await context.close()
+        except Exception:
+            return False
+
+    async def _hung_page_step(self, episode: _Episode, reading: Reading) -> StepResult:
+        """The model's action left a page that did not answer within ``step_timeout`` while the
+        browser did: a scored timeout (reward 0, the episode ends), never a dropped infra
+        error (a dropped timeout is an exit the policy could learn to take). The browser is
+        replaced, which kills the spinning renderer."""
+        log.info(
+            "web episode of task %s: the page hung after step %d (a timeout, scored)",
+            episode.task.task_id,
+            episode.steps,
+        )
+        episode.broken = True
+        await self._end_episode()
+        episode.over = True
+        info = {
+            "task_id": episode.task.task_id,
+            "success": False,
+            "reward_components": {"task": 0.0, "invalid_action": 0.0},
+            "invalid_action": False,
+            "timed_out": True,
+            "step": episode.steps,
+            "url": episode.view.url if episode.view is not None else "",
+        }
+        content = (
+            f"The page did not respond within {self.step_timeout:g} s after your action; "
+            "the episode ends."
+        )
+        return reading.reply(content), 0.0, True, False, info
 
     async def _infra_step(self, episode: _Episode, reading: Reading) -> StepResult:
         await self._end_episode()

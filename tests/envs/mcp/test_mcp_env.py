@@ -113,7 +113,13 @@ def test_a_slow_call_times_out_and_the_episode_goes_on(toy: dict) -> None:
         obs, _, _, truncated, info = env.step(calls(("slow", {"seconds": 60})))
         assert "did not answer within 1 s" in obs[0]["content"]
         assert (truncated, info["infra_error"]) == (False, False)
-        assert first(env.step(calls(("echo", {"text": "still here"})))) == "still here"
+        assert info["timed_out"] is True  # the model's call hung: scored, never dropped
+        obs, _, _, _, info = env.step(calls(("echo", {"text": "still here"})))
+        assert first((obs, info)) == "still here"
+        assert (info["timed_out"], info["invalid_action"]) == (False, False)
+        # Only format errors (an unknown tool, arguments that break the schema): invalid.
+        _, _, _, _, info = env.step(calls(("no_such_tool", {}), ("echo", {"txt": "x"})))
+        assert (info["invalid_action"], info["timed_out"]) == (True, False)
     finally:
         env.close()
 

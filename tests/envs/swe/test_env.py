@@ -104,9 +104,13 @@ def test_bash_reports_output_exit_code_and_timeouts(env: SWEEnv) -> None:
     answer = call(env, "bash", command="echo out; echo err >&2; cd calc; exit 3")
     assert answer == "out\n[stderr]\nerr\n(exit code 3)"
     assert call(env, "bash", command="pwd").endswith("/repo\n(exit code 0)")  # a fresh shell
-    slow = call(env, "bash", command="sleep 60 & sleep 60")
-    assert "timed out after 5 s" in slow
-    assert call(env, "bash", command="echo alive") == "alive\n(exit code 0)"
+    slow, _, _, _, info = step(env, ("bash", {"command": "sleep 60 & sleep 60"}))
+    assert "timed out after 5 s" in slow[0]["content"]
+    assert info["timed_out"] is True  # the model's own sleep: scored, never dropped
+    assert info["infra_error"] is False
+    alive, _, _, _, info = step(env, ("bash", {"command": "echo alive"}))
+    assert alive[0]["content"] == "alive\n(exit code 0)"
+    assert (info["timed_out"], info["invalid_action"]) == (False, False)
     assert "no network" not in call(env, "bash", command="python3 -c 'print(1)'")
 
 
@@ -120,18 +124,25 @@ def test_run_tests_runs_pytest_on_given_ids(env: SWEEnv) -> None:
 
 
 def test_malformed_unknown_and_missing_calls_are_observations(env: SWEEnv) -> None:
-    obs, reward, terminated, truncated, _ = env.step("<tool_call>{not json</tool_call>")
+    obs, reward, terminated, truncated, info = env.step("<tool_call>{not json</tool_call>")
     assert "malformed" in obs[0]["content"]
     assert not terminated
     assert not truncated
-    (answer,) = step(env, ("rm_rf", {}))[0]
+    assert info["invalid_action"] is True
+    (answer,), _, _, _, info = step(env, ("rm_rf", {}))
     assert "unknown tool" in answer["content"]
-    (answer,) = step(env, ("view", {"path": 3}))[0]
+    assert info["invalid_action"] is True
+    (answer,), _, _, _, info = step(env, ("view", {"path": 3}))
     assert "invalid arguments" in answer["content"]
-    obs, reward, terminated, truncated, _ = env.step("I think the bug is in mean().")
+    assert info["invalid_action"] is True
+    obs, reward, terminated, truncated, info = env.step("I think the bug is in mean().")
     assert obs[0]["role"] == "user"
     assert "No tool call" in obs[0]["content"]
     assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["invalid_action"] is True
+    # One valid call beside a malformed one: the step did something, it is not void.
+    _, _, _, _, info = step(env, ("view", {"path": 3}), ("view", {"path": "calc"}))
+    assert info["invalid_action"] is False
 
 
 def test_calls_of_one_turn_run_in_order(env: SWEEnv) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from web_helpers import TASKS, browser_group, live_processes, serve
 
+from agentgym.core.info import outcome_of
 from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc")
@@ -142,22 +143,47 @@ def test_a_reset_after_a_crash_never_waits_for_a_spare_of_the_dead_browser(
     assert "infra_error" not in info
 
 
-def test_a_hung_page_ends_that_episode_with_infra_error(make_env: Any) -> None:
+def test_a_page_the_models_action_hung_is_a_scored_timeout_not_an_infra_error(
+    make_env: Any,
+) -> None:
     env = make_env(step_timeout=6.0)
     env.reset(seed=0, options={"task_id": "press"})
     env.step('goto("/hang.html")')
     pgid = browser_group(env)
-    _, reward, terminated, truncated, info = env.step("click(1)")  # an endless loop in JS
-    assert info["infra_error"] is True
-    assert truncated
-    assert not terminated
-    assert "DeadlineExceeded" in info["error"]
+    observation, reward, terminated, truncated, info = env.step("click(1)")  # JS loops forever
+    assert info["timed_out"] is True
+    assert "infra_error" not in info
+    assert terminated
+    assert not truncated
     assert reward == 0.0
+    assert info["success"] is False
+    assert outcome_of({}, [info], truncated=truncated) == "timeout"
+    assert "did not respond within 6 s" in observation[-1]["content"]
     _, info = env.reset(seed=0, options={"task_id": "press"})
     assert not info["infra_error"]
     _, _, _, _, info = env.step("click(3)")
     assert "infra_error" not in info
     assert wait_until_gone(pgid) == []  # the browser with the frozen renderer was replaced
+
+
+def test_a_browser_that_stops_answering_is_an_infra_error_not_a_timeout(make_env: Any) -> None:
+    env = make_env(step_timeout=4.0, probe_timeout=3.0)
+    env.reset(seed=0, options={"task_id": "press"})
+    pgid = browser_group(env)
+    os.killpg(pgid, signal.SIGSTOP)  # the whole browser freezes, not a page of the model's
+    try:
+        _, reward, terminated, truncated, info = env.step("click(3)")
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+    assert info["infra_error"] is True
+    assert "DeadlineExceeded" in info["error"]
+    assert truncated
+    assert not terminated
+    assert reward == 0.0
+    assert outcome_of({}, [info], truncated=truncated) == "infra"
+    _, info = env.reset(seed=0, options={"task_id": "press"})
+    assert not info["infra_error"]
+    assert wait_until_gone(pgid) == []  # the frozen browser was replaced
 
 
 AGENT = textwrap.dedent(
