@@ -331,8 +331,12 @@ def test_with_the_python_tool_the_prompt_says_how_to_write_a_call() -> None:
 def test_python_tool_episode_truncates_after_max_turns() -> None:
     env = MathEnv(python_tool=True, max_turns=2, size=5, python_timeout=2)
     env.reset(options={"task_id": 0})
-    assert env.step(call("while True: pass"))[0][0]["content"].endswith("(timed out)")
+    observation, _, _, _, info = env.step(call("while True: pass"))
+    assert observation[0]["content"].endswith("(timed out)")
+    assert info["timed_out"] is True  # the model's own loop: scored, never an infra error
+    assert info["infra_error"] is False
     _, reward, terminated, truncated, info = env.step(call("print(1)"))
+    assert info["timed_out"] is False
     assert (reward, terminated, truncated, info["truncation_reason"]) == (
         0.0,
         False,

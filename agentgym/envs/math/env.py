@@ -278,6 +278,8 @@ class MathEnv(AgentEnv):
         parts = [f"stdout:\n{clip(run.stdout, 4000)}"] if run.stdout else []
         if run.stderr:
             parts.append(f"stderr:\n{clip(run.stderr, 2000)}")
+        if run.timed_out:
+            self.tool_report.note_timeout()  # the model's own loop: scored, never dropped
         status = "timed out" if run.timed_out else f"exit code {run.exit_code}"
         return "\n".join([*parts, f"({status})"])
 
