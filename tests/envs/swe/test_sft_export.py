@@ -1,0 +1,127 @@
+"""``agentgym swe export-sft``: gold trajectories as tool-call conversations. Every exported
+trajectory, replayed through SWE-v0 from the file, scores 1; a task whose gold episode does not
+is left out and reported; the file loads with ``datasets`` and renders with a chat template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgym import models
+from agentgym.cli import main
+from agentgym.envs.swe import SWEEnv, read_instances
+from agentgym.envs.swe.sft import gold_turns
+
+TOOL_NAMES = {"view", "search", "edit", "create", "bash", "run_tests", "submit"}
+
+
+def _calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    calls = message.get("tool_calls") or []
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
+def test_a_gold_episode_views_the_files_patches_runs_the_tests_and_submits(calc_jsonl: Path):
+    (instance,) = read_instances(calc_jsonl)
+    turns = gold_turns(instance)
+    assert [m["role"] for m in turns] == ["assistant"] * 4
+    assert _calls(turns[0]) == [("view", {"path": "calc/ops.py"})]
+    ((name, arguments),) = _calls(turns[1])
+    assert name == "edit"
+    assert "//" in arguments["old_str"]
+    assert "//" not in arguments["new_str"]
+    assert _calls(turns[2]) == [("run_tests", {"tests": ["tests/test_ops.py"]})]
+    assert _calls(turns[3]) == [("submit", {})]
+    ids = [c["id"] for m in turns for c in m["tool_calls"]]
+    assert len(set(ids)) == len(ids)  # a tool answer names the one call it answers
+
+
+def _tasks(calc_jsonl: Path, tmp_path: Path) -> Path:
+    """The calc task, a copy whose gold patch breaks a passing test, and a shipped task."""
+    (calc,) = read_instances(calc_jsonl)
+    broken = calc.to_dict()
+    broken["instance_id"] = "calc__calc-broken"
+    fixed = "+    return sum(values) / len(values)"
+    assert fixed in broken["patch"]
+    broken["patch"] = broken["patch"].replace(fixed, "+    return sum(values) // len(values) + 0.5")
+    shipped = read_instances()[0].to_dict()
+    path = tmp_path / "tasks.jsonl"
+    lines = [json.dumps(record) for record in (calc.to_dict(), broken, shipped)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _replay(env: SWEEnv, record: dict[str, Any]) -> float:
+    """Step the record's assistant messages through ``env``; each answer must be the recorded
+    one (a test run's timing aside); returns the reward."""
+    messages = record["messages"]
+    observation, info = env.reset(options={"task_id": record["task_id"]})
+    assert list(observation) == messages[: len(observation)]
+    assert json.loads(record["tools"]) == info["tools"]
+    reward, at = 0.0, len(observation)
+    while at < len(messages):
+        turn = messages[at]
+        assert turn["role"] == "assistant"
+        observation, reward, terminated, _, info = env.step(turn)
+        answers = [m for m in observation if m["role"] == "tool"]
+        recorded = messages[at + 1 : at + 1 + len(answers)]
+        if terminated:
+            assert at == len(messages) - 1  # the file ends with the submit call
+            break
+        for got, want in zip(answers, recorded, strict=True):
+            assert (got["tool_call_id"], got["name"]) == (want["tool_call_id"], want["name"])
+            if got["name"] == "run_tests":
+                assert got["content"].endswith("(exit code 0)")
+            else:
+                assert got["content"] == want["content"]
+        at += 1 + len(answers)
+    assert info["resolved"] is True
+    return float(reward)
+
+
+@pytest.mark.slow  # ~35 s on 2 busy cores: 3 gold episodes exported, 2 replayed, each graded
+def test_exported_trajectories_replay_to_1_and_a_gold_that_fails_is_reported(
+    local_only: None, calc_jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    tasks, out = _tasks(calc_jsonl, tmp_path), tmp_path / "sft.jsonl"
+    argv = ["swe", "export-sft", "--tasks", str(tasks), "--out", str(out), "--sandbox", "local"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["exported"] == 2
+    assert list(summary["rejected"]) == ["calc__calc-broken"]
+    assert "run_tests before submitting did not pass" in summary["rejected"]["calc__calc-broken"]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    shipped = read_instances()[0].instance_id
+    assert [r["task_id"] for r in records] == ["calc__calc-1", shipped]
+
+    env = SWEEnv(tasks=tasks, sandbox="local")
+    try:
+        assert [_replay(env, record) for record in records] == [1.0, 1.0]
+    finally:
+        env.close()
+
+    # TRL's SFTTrainer format: datasets loads the file, and a chat template renders each
+    # conversation with the tools (decoded from their JSON string) and every tool call
+    from datasets import load_dataset
+
+    rows = load_dataset("json", data_files=str(out), split="train")
+    _, tokenizer = models.load()
+    for row, record in zip(rows, records, strict=True):
+        assert _same_messages(row, record)
+        tools = json.loads(row["tools"])
+        assert {t["function"]["name"] for t in tools} == TOOL_NAMES
+        text = tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=False)
+        calls = [c for m in record["messages"] for c in m.get("tool_calls") or []]
+        for call in calls:
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            assert f'<tool_call>{{"name": "{name}", "arguments": {arguments}}}</tool_call>' in text
+
+
+def _same_messages(row: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Arrow adds the keys a message lacks (as None); nothing else may differ."""
+    for got, want in zip(row["messages"], record["messages"], strict=True):
+        if {k: v for k, v in got.items() if v is not None} != want:
+            return False
+    return len(row["messages"]) == len(record["messages"])
