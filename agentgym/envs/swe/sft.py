@@ -8,10 +8,10 @@
 
 Each task's gold patch is played through SWE-v0 as a model would play it, one assistant turn at
 a time with the env's own tools: ``view`` the files the patch changes, apply the patch with
-``edit`` / ``create`` / ``bash`` calls (``gold_tool_calls``), ``run_tests`` on the test files of
-``PASS_TO_PASS`` that the checkout has, ``submit``. A task is exported only when that episode
-scores 1 and every tool call succeeded; otherwise it is rejected with the reason. The tool
-answers in the file are those SWE-v0 gave.
+``edit`` / ``create`` / ``bash`` calls (``gold_tool_calls``), ``run_tests`` on the
+``PASS_TO_PASS`` tests the checkout has (the first ``MAX_TESTS_RUN``), ``submit``. A task is
+exported only when that episode scores 1 and every tool call succeeded; otherwise it is
+rejected with the reason. The tool answers in the file are those SWE-v0 gave.
 
 One JSON object per line, in the conversational format of TRL's ``SFTTrainer``:
 ``messages`` (the env's system and user messages, then assistant messages with OpenAI
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ __all__ = ["ExportResult", "GoldTrajectory", "export_sft", "gold_turns", "play_g
 
 _CHANGED = re.compile(r"^diff --git a/(\S+) b/\S+$", re.MULTILINE)
 _PASSED = "(exit code 0)"
+MAX_TESTS_RUN = 20
+"""Most ``PASS_TO_PASS`` tests the gold episode runs before it submits (the first ones)."""
 
 
 @dataclass(frozen=True)
@@ -83,19 +85,32 @@ def gold_turns(instance: SWEInstance) -> list[Message]:
 
         calls = patch_to_tool_calls(instance.patch, read)
         changed = [p for p in dict.fromkeys(_CHANGED.findall(instance.patch)) if read(p)]
-        tests = [t.split("::", 1)[0] for t in instance.pass_to_pass]
-        test_files = [p for p in dict.fromkeys(tests) if (root / p).is_file()]
+        tests = [t for t in instance.pass_to_pass if _at_base(t, read)][:MAX_TESTS_RUN]
     turns = []
     if changed:
         views = [{"name": "view", "arguments": {"path": p}} for p in changed]
         turns.append(as_action(views, "I will read the code the report is about.", "call_view_"))
     turns.append(as_action(calls, "This change fixes the reported bug.", "call_fix_"))
-    if test_files:
-        run = [{"name": "run_tests", "arguments": {"tests": test_files}}]
+    if tests:
+        run = [{"name": "run_tests", "arguments": {"tests": tests}}]
         turns.append(as_action(run, "The existing tests should still pass.", "call_test_"))
     done = [{"name": "submit", "arguments": {}}]
     turns.append(as_action(done, "The fix is done.", "call_submit_"))
     return turns
+
+
+def _at_base(test: str, read: Callable[[str], str | None]) -> bool:
+    """Whether pytest node id ``test`` names a test the checkout has (its file defines each
+    function and class of the id): a ``PASS_TO_PASS`` test may be one the test patch adds."""
+    path, _, rest = test.partition("::")
+    text = read(path) if rest else None
+    if text is None:
+        return False
+    names = [name.split("[", 1)[0] for name in rest.split("::")]
+    return all(
+        re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(n)}\b", text, re.M)
+        for n in names
+    )
 
 
 def play_gold(env: SWEEnv, instance: SWEInstance) -> GoldTrajectory:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from swe_steps import replay_gold
 
 from agentgym import models
 from agentgym.cli import main
@@ -24,7 +25,11 @@ def _calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_a_gold_episode_views_the_files_patches_runs_the_tests_and_submits(calc_jsonl: Path):
-    (instance,) = read_instances(calc_jsonl)
+    (calc,) = read_instances(calc_jsonl)
+    record = calc.to_dict()
+    # a PASS_TO_PASS test the test patch adds, and one of a file the checkout lacks: not run
+    record["PASS_TO_PASS"] += ["tests/test_ops.py::test_mean_float", "tests/test_x.py::test_x"]
+    (instance,) = read_instances([record])
     turns = gold_turns(instance)
     assert [m["role"] for m in turns] == ["assistant"] * 4
     assert _calls(turns[0]) == [("view", {"path": "calc/ops.py"})]
@@ -32,7 +37,8 @@ def test_a_gold_episode_views_the_files_patches_runs_the_tests_and_submits(calc_
     assert name == "edit"
     assert "//" in arguments["old_str"]
     assert "//" not in arguments["new_str"]
-    assert _calls(turns[2]) == [("run_tests", {"tests": ["tests/test_ops.py"]})]
+    passing = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mean_int"]
+    assert _calls(turns[2]) == [("run_tests", {"tests": passing})]
     assert _calls(turns[3]) == [("submit", {})]
     ids = [c["id"] for m in turns for c in m["tool_calls"]]
     assert len(set(ids)) == len(ids)  # a tool answer names the one call it answers
@@ -53,35 +59,7 @@ def _tasks(calc_jsonl: Path, tmp_path: Path) -> Path:
     return path
 
 
-def _replay(env: SWEEnv, record: dict[str, Any]) -> float:
-    """Step the record's assistant messages through ``env``; each answer must be the recorded
-    one (a test run's timing aside); returns the reward."""
-    messages = record["messages"]
-    observation, info = env.reset(options={"task_id": record["task_id"]})
-    assert list(observation) == messages[: len(observation)]
-    assert json.loads(record["tools"]) == info["tools"]
-    reward, at = 0.0, len(observation)
-    while at < len(messages):
-        turn = messages[at]
-        assert turn["role"] == "assistant"
-        observation, reward, terminated, _, info = env.step(turn)
-        answers = [m for m in observation if m["role"] == "tool"]
-        recorded = messages[at + 1 : at + 1 + len(answers)]
-        if terminated:
-            assert at == len(messages) - 1  # the file ends with the submit call
-            break
-        for got, want in zip(answers, recorded, strict=True):
-            assert (got["tool_call_id"], got["name"]) == (want["tool_call_id"], want["name"])
-            if got["name"] == "run_tests":
-                assert got["content"].endswith("(exit code 0)")
-            else:
-                assert got["content"] == want["content"]
-        at += 1 + len(answers)
-    assert info["resolved"] is True
-    return float(reward)
-
-
-@pytest.mark.slow  # ~35 s on 2 busy cores: 3 gold episodes exported, 2 replayed, each graded
+@pytest.mark.slow  # 35-45 s on 2 busy cores: 3 gold episodes exported, 2 replayed, each graded
 def test_exported_trajectories_replay_to_1_and_a_gold_that_fails_is_reported(
     local_only: None, calc_jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
@@ -98,7 +76,7 @@ def test_exported_trajectories_replay_to_1_and_a_gold_that_fails_is_reported(
 
     env = SWEEnv(tasks=tasks, sandbox="local")
     try:
-        assert [_replay(env, record) for record in records] == [1.0, 1.0]
+        assert [replay_gold(env, record) for record in records] == [1.0, 1.0]
     finally:
         env.close()
 
