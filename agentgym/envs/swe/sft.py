@@ -115,10 +115,11 @@ def _at_base(test: str, read: Callable[[str], str | None]) -> bool:
 
 def play_gold(env: SWEEnv, instance: SWEInstance) -> GoldTrajectory:
     """Play ``instance``'s gold turns through ``env`` (an SWE-v0 whose tasks include it)."""
+    turns = gold_turns(instance)  # before the sandbox: a task without a patch raises here
     observation, info = env.reset(options={"task_id": instance.task_id})
     messages: list[Message] = [dict(m) for m in observation]
     tools, reward, problem = list(info["tools"]), 0.0, None
-    for turn in gold_turns(instance):
+    for turn in turns:
         messages.append(turn)
         observation, reward, terminated, truncated, info = env.step(turn)
         answers = [dict(m) for m in observation if m.get("role") == "tool"]

@@ -15,6 +15,7 @@ from agentgym import models
 from agentgym.cli import main
 from agentgym.envs.swe import SWEEnv, read_instances
 from agentgym.envs.swe.sft import gold_turns
+from agentgym.error import ConfigError
 
 TOOL_NAMES = {"view", "search", "edit", "create", "bash", "run_tests", "submit"}
 
@@ -42,6 +43,16 @@ def test_a_gold_episode_views_the_files_patches_runs_the_tests_and_submits(calc_
     assert _calls(turns[3]) == [("submit", {})]
     ids = [c["id"] for m in turns for c in m["tool_calls"]]
     assert len(set(ids)) == len(ids)  # a tool answer names the one call it answers
+
+
+def test_bad_input_names_the_value_and_a_task_without_a_patch_is_refused(
+    calc_jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    missing = tmp_path / "nope.jsonl"
+    assert main(["swe", "export-sft", "--tasks", str(missing), "--out", str(tmp_path / "o")]) == 2
+    assert str(missing) in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="patch"):
+        gold_turns(read_instances([{**read_instances(calc_jsonl)[0].to_dict(), "patch": None}])[0])
 
 
 def _tasks(calc_jsonl: Path, tmp_path: Path) -> Path:
