@@ -278,7 +278,7 @@ def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, A
         env.close()
 
 
-# ~10 s on 2 cores: two tasks exported (each played and graded once), then replayed from the file.
+# 10-13 s on 2 busy cores: two tasks exported (each played and graded once), replayed from the file.
 def test_the_gold_trajectories_of_synthesized_tasks_export_and_replay_to_1(
     synthesized: tuple[Path, Any], tmp_path: Path
 ) -> None:
