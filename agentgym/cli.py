@@ -450,7 +450,8 @@ COMMANDS: dict[str, Command] = {
         extra="mcp",
     ),
     "swe": Command(
-        "SWE tasks: `agentgym swe synth REPO` makes validated SWE-v0 tasks from a local repo",
+        "SWE tasks: `agentgym swe synth REPO` makes validated SWE-v0 tasks from a local repo; "
+        "`agentgym swe export-sft` writes their gold trajectories as SFT data",
         _add_swe_arguments,
         _run_swe,
     ),

@@ -52,6 +52,10 @@ __all__ = [
 _did_you_mean = did_you_mean
 _require = require
 
+MaskableOutcome = Literal["truncated", "timeout"]
+"""The outcomes (``agentgym.core.info.OUTCOMES``) compact filtering may mask out of the loss:
+those that say a budget ran out, not what the episode achieved."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerConfig(Config):
@@ -194,6 +198,13 @@ class AlgorithmConfig(TrainerConfig):
     tis_cap: float | None = None
     """Truncated importance sampling: weight each token by min(π_old / π_sampler, C) with this
     C when the engine's logprobs differ from the trainer's (e.g. SGLang); None: off."""
+    mask_outcomes: tuple[MaskableOutcome, ...] = ()
+    """Compact filtering (DeepSWE): episodes that ended in one of these outcomes keep their
+    reward in their group's baseline but add nothing to the loss, so a long try that ran out
+    of turns or context is not punished for it: truncated (a turn or context limit), timeout
+    (the env's info says timed_out: only where that is an episode's overall time budget; where
+    it is the model's own code hanging, masking it lets a failing policy escape its negative
+    signal). An episode that succeeded is never masked; () trains on every episode."""
 
     _bounds: ClassVar[dict[str, str]] = {
         "gamma": "in [0, 1]",

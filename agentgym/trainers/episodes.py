@@ -34,6 +34,7 @@ __all__ = [
     "dropped_by_kind",
     "episode_metrics",
     "flat_groups",
+    "masked_by_outcome",
     "oldest_version",
     "outcome_rates",
     "shape_rewards",
@@ -193,6 +194,15 @@ def shape_rewards(
         )
         totals.append(sum(penalty))
     return samples, torch.tensor(totals, dtype=torch.float64)
+
+
+def masked_by_outcome(samples: Sequence[Sample], outcomes: Sequence[str]) -> list[int]:
+    """Indices of the ``samples`` whose episode ended in one of ``outcomes`` (compact
+    filtering, ``AlgorithmConfig.mask_outcomes``): the update zeroes their loss mask after the
+    advantages are computed, so their rewards still count in their groups' baselines."""
+    if not outcomes:
+        return []
+    return [i for i, s in enumerate(samples) if s.episode.outcome in outcomes]
 
 
 def flat_groups(groups: Sequence[Sequence[Sample]]) -> int:

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from agentgym.trainers.backends.base import Backend
 from agentgym.trainers.batch import TrainBatch, plan_micro_batches, split_minibatches
 from agentgym.trainers.config import AlgorithmConfig, TrainOptions
-from agentgym.trainers.episodes import Sample
+from agentgym.trainers.episodes import Sample, masked_by_outcome
 from agentgym.trainers.losses import (
     TOKEN_MEAN_STATS,
     compute_advantages,
@@ -161,6 +161,13 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
     batch = _no_grad_pass(inputs, batch)
     advantages = compute_advantages(config, samples, batch)
     batch = batch.replace(advantages=advantages.advantages, returns=advantages.returns)
+    # Compact filtering: after the advantages, so masked episodes stay in their baselines
+    # (rLLM, which trained DeepSWE, flags them and filters "after advantages are computed").
+    masked = masked_by_outcome(samples, config.mask_outcomes)
+    if masked:
+        loss_mask = batch.loss_mask.clone()
+        loss_mask[batch.rows.rows_of(masked)] = 0
+        batch = batch.replace(loss_mask=loss_mask)
     count = min(config.num_minibatches, len(samples))
     minibatches = [batch.rows.rows_of(part) for part in split_minibatches(len(samples), count)]
     entropy_coef = entropy_coefficient(config, step)
@@ -178,4 +185,6 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
     metrics["grad_norm_max"] = max(h["grad_norm"] for h in history)
     metrics["lr"] = lr
     metrics["sampled_tokens"] = float(batch.loss_mask.sum())
+    if config.mask_outcomes:
+        metrics["masked_episodes"] = float(len(masked))
     return metrics

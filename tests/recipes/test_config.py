@@ -157,8 +157,10 @@ def test_every_shipped_recipe_loads_validates_and_ships():
         run = resolve_run(Layer("mine", {"env": values["env"], "algo": values["algo"]}))
         resolved = run.to_dict()
         for key, value in values.items():
-            if isinstance(value, dict):
-                assert {k: resolved[key][k] for k in value} == value, (name, key)
+            if isinstance(value, dict):  # a TOML list is a tuple in the resolved run
+                got = {k: resolved[key][k] for k in value}
+                got = {k: list(v) if isinstance(v, tuple) else v for k, v in got.items()}
+                assert got == value, (name, key)
             else:
                 assert resolved[key] == value, (name, key)
     assert len(pairs) == len(shipped)  # one recipe per pair

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agentgym.envs.swe import as_action
@@ -28,3 +29,31 @@ def submit(env: Any) -> tuple[float, dict[str, Any]]:
     assert not truncated
     assert obs[-1]["role"] == "user"
     return float(reward), info
+
+
+def replay_gold(env: Any, record: dict[str, Any]) -> float:
+    """Step the assistant messages of an ``agentgym swe export-sft`` record through ``env``;
+    each answer must be the recorded one (a test run's timing aside); returns the reward."""
+    messages = record["messages"]
+    observation, info = env.reset(options={"task_id": record["task_id"]})
+    assert list(observation) == messages[: len(observation)]
+    assert json.loads(record["tools"]) == info["tools"]
+    reward, at = 0.0, len(observation)
+    while at < len(messages):
+        turn = messages[at]
+        assert turn["role"] == "assistant"
+        observation, reward, terminated, _, info = env.step(turn)
+        answers = [m for m in observation if m["role"] == "tool"]
+        recorded = messages[at + 1 : at + 1 + len(answers)]
+        if terminated:
+            assert at == len(messages) - 1  # the file ends with the submit call
+            break
+        for got, want in zip(answers, recorded, strict=True):
+            assert (got["tool_call_id"], got["name"]) == (want["tool_call_id"], want["name"])
+            if got["name"] == "run_tests":
+                assert got["content"].endswith("(exit code 0)")
+            else:
+                assert got["content"] == want["content"]
+        at += 1 + len(answers)
+    assert info["resolved"] is True
+    return float(reward)

@@ -15,12 +15,13 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from conftest import git
-from swe_steps import call, step, submit
+from swe_steps import call, replay_gold, step, submit
 from synth_repo import STABLE, build_textops
 
 from agentgym.cli import main
 from agentgym.core.errors import ConfigError
-from agentgym.envs.swe import gold_tool_calls, read_instances
+from agentgym.envs.swe import SWEEnv, gold_tool_calls, read_instances
+from agentgym.envs.swe.sft import export_sft
 from agentgym.envs.swe.synth import KINDS, mutations, synthesize
 from agentgym.envs.swe.synth.mutate import apply_edits, pick
 from agentgym.envs.swe.synth.package import split_by_file
@@ -275,6 +276,29 @@ def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, A
             assert info["grade_reason"] == "tests_failed", info["grade_reason"]
     finally:
         env.close()
+
+
+# 10-13 s on 2 busy cores: two tasks exported (each played and graded once), replayed from the file.
+def test_the_gold_trajectories_of_synthesized_tasks_export_and_replay_to_1(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    root, _ = synthesized
+    tasks = [i.to_dict() for i in read_instances(root / "out" / "tasks.jsonl")[:2]]
+    result = export_sft(tasks, tmp_path / "sft.jsonl", sandbox="local")
+    assert (len(result.exported), result.rejected) == (2, {})
+    records = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    env = SWEEnv(tasks=tasks, sandbox="local")
+    try:
+        assert [replay_gold(env, record) for record in records] == [1.0, 1.0]
+    finally:
+        env.close()
+    # the tests run before submitting are PASS_TO_PASS tests, never the left-out failing one
+    ran = [c for r in records for m in r["messages"] for c in m.get("tool_calls") or []]
+    ran = [
+        json.loads(c["function"]["arguments"]) for c in ran if c["function"]["name"] == "run_tests"
+    ]
+    assert ran
+    assert all("tests/test_numbers.py::test_clamp_known_failure" not in a["tests"] for a in ran)
 
 
 def test_combined_bugs_span_functions_of_one_file(

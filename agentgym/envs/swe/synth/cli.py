@@ -1,9 +1,11 @@
-"""``agentgym swe synth REPO``: validated SWE-v0 tasks from a local git repository.
+"""``agentgym swe synth REPO``: validated SWE-v0 tasks from a local git repository;
+``agentgym swe export-sft``: their gold trajectories as tool-call conversations for SFT.
 
 ::
 
     agentgym swe synth ~/src/mylib --out mylib-tasks --max-candidates 200
     agentgym swe synth . --test-cmd "pytest tests/unit" --source src/mylib --workers 2
+    agentgym swe export-sft --tasks mylib-tasks/train.jsonl --out mylib-sft.jsonl
 
 Progress goes to stderr; the summary (counts of each verdict, tasks per hour) to stdout.
 """
@@ -67,6 +69,24 @@ def add_swe_arguments(parser: argparse.ArgumentParser) -> None:
         help="'none' runs the repository's code unisolated (only for code you trust)",
     )
     synth.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    export = subparsers.add_parser(
+        "export-sft",
+        help="write the gold trajectories of SWE-v0 tasks as tool-call conversations (SFT data)",
+        description="Play each task's gold patch through SWE-v0 with its own tools (view, "
+        "edit/create, run_tests, submit) and write the episodes that score 1 as JSONL in "
+        "TRL's conversational format (messages with tool_calls, and tools); tasks whose gold "
+        "episode does not score 1 are left out and reported.",
+    )
+    export.add_argument(
+        "--tasks", default=None, help="SWE-bench-style JSONL (default: the shipped tasks)"
+    )
+    export.add_argument("--out", default="swe-sft.jsonl", help="output JSONL (swe-sft.jsonl)")
+    export.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=("auto", "local", "docker", "unsafe-local"),
+        help="where the episodes run (auto: bubblewrap, else Docker)",
+    )
 
 
 def run_swe(args: argparse.Namespace) -> int:
@@ -74,8 +94,10 @@ def run_swe(args: argparse.Namespace) -> int:
 
     from agentgym.envs.swe.synth.pipeline import synthesize
 
+    if args.swe_command == "export-sft":
+        return _export_sft(args)
     if args.swe_command != "synth":
-        print("agentgym swe: error: name a subcommand: synth", file=sys.stderr)
+        print("agentgym swe: error: name a subcommand: synth, export-sft", file=sys.stderr)
         return EXIT_USAGE
     out = args.out or f"{Path(args.repo).expanduser().resolve().name}-swe-tasks"
     try:
@@ -114,3 +136,23 @@ def run_swe(args: argparse.Namespace) -> int:
     }
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _export_sft(args: argparse.Namespace) -> int:
+    from agentgym.envs.swe.sft import export_sft
+
+    try:
+        result = export_sft(args.tasks, args.out, sandbox=args.sandbox)
+    except ConfigError as e:
+        print(f"agentgym swe export-sft: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (SandboxUnavailable, SandboxError) as e:
+        print(f"agentgym swe export-sft: the sandbox failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    summary = {
+        "out": str(result.out),
+        "exported": len(result.exported),
+        "rejected": result.rejected,
+    }
+    print(json.dumps(summary, indent=2))
+    return 0 if result.exported else EXIT_FAILED
