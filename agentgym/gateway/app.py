@@ -50,7 +50,7 @@ from agentgym.inference.server import (
 )
 from agentgym.rollout.render import ChatRenderer
 
-__all__ = ["SESSION_HEADER", "Gateway", "GatewayError"]
+__all__ = ["SESSION_HEADER", "Gateway", "GatewayError", "gateway_routes"]
 
 SESSION_HEADER = "X-Session-Id"
 """The header that names the session on the ``/v1/...`` routes."""
@@ -321,6 +321,12 @@ class Gateway:
         if session.closed:  # collected while the engine sampled: the answer is not trained on
             self.session(session.id)  # raises 409 session_closed
         session.calls.append(call)
+
+
+def gateway_routes(engine: Any, tokenizer: Any, names: tuple[str, ...]) -> list[BaseRoute]:
+    """The per-session routes of a new ``Gateway`` over ``engine``, to mount beside
+    ``agentgym serve``'s own ``/v1`` (``build_app(mount=gateway_routes)``)."""
+    return Gateway(engine, tokenizer, model_name=names).routes(header_routes=False)
 
 
 def _head(prefix: str, model: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ multi-turn tool use and history edits, isolated concurrent sessions, OpenAI-styl
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import itertools
@@ -14,9 +15,10 @@ import pytest
 import torch
 
 from agentgym.core.types import Episode
-from agentgym.gateway import Gateway
+from agentgym.gateway import Gateway, gateway_routes
 from agentgym.inference import HFEngine, sampling_logprobs
 from agentgym.inference.chat import render_ids
+from agentgym.inference.server import add_serve_arguments, build_app
 from agentgym.models import load
 
 torch.set_num_threads(1)
@@ -318,3 +320,34 @@ def test_an_engine_failure_is_a_500_for_that_call_only():
     episode = gateway.close(session)
     assert episode.turns == []
     assert episode.trainable is False
+
+
+def test_agentgym_serve_mounts_the_gateway_beside_its_own_routes():
+    model, tok = plain()
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    assert parser.parse_args(["--gateway"]).gateway is True
+    app = build_app(HFEngine(model, tok, seed=0), tok, mount=gateway_routes)
+
+    async def run() -> tuple[dict, dict]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as http:
+            opened = (await http.post("/sessions", json={"id": "ep-1"})).json()
+            assert opened == {"id": "ep-1", "base_url": "http://serve/sessions/ep-1/v1"}
+            llm = openai.AsyncOpenAI(base_url=opened["base_url"], api_key="-", http_client=http)
+            kwargs = {"model": "agentgym-tiny", "max_tokens": 3}
+            await llm.chat.completions.create(messages=[{"role": "user", "content": "a"}], **kwargs)
+            plain_call = await http.post(  # the server's own route: not recorded
+                "/v1/chat/completions", json={"messages": [{"role": "user", "content": "b"}]}
+            )
+            assert plain_call.status_code == 200
+            closed = (await http.post("/sessions/ep-1/close", json={"reward": 1})).json()
+            again = await http.post("/sessions/ep-1/close")
+            return closed, again.json()
+
+    closed, again = asyncio.run(run())
+    assert len(closed["turn_spans"]) == 1  # one call recorded: the session's
+    start, end = closed["turn_spans"][0]
+    assert closed["loss_mask"] == [0] * start + [1] * (end - start)
+    assert closed["context_starts"] == [0]
+    assert again["error"]["code"] == "session_closed"
