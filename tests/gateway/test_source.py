@@ -1,0 +1,125 @@
+"""``AgentProgramSource``: agent programs as GRPO groups, with the outcome rules of envs, and
+``fit`` training through it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from fractions import Fraction
+
+import pytest
+import torch
+
+from agentgym import models
+from agentgym.core.errors import ConfigError
+from agentgym.gateway.source import AgentProgramSource, load_program
+from agentgym.inference import HFEngine
+
+torch.set_num_threads(1)
+
+
+async def behaving(client, task: dict) -> float:
+    """Does what its task says: answer (twice), raise, hang, or never call the model."""
+    kind = task["kind"]
+    if kind == "silent":
+        return 1.0
+    if kind == "raises":
+        raise RuntimeError("the tool server is down")
+    messages = [{"role": "user", "content": task["question"]}]
+    out = await client.chat.completions.create(
+        model="agentgym-tiny", messages=messages, max_tokens=3
+    )
+    if kind == "hangs":
+        await asyncio.sleep(60)
+    messages += [out.choices[0].message, {"role": "user", "content": "Sure?"}]
+    out = await client.chat.completions.create(
+        model="agentgym-tiny", messages=messages, max_tokens=3
+    )
+    return float(len(out.choices[0].message.content or ""))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model, tok = models.load(seed=0)
+    return HFEngine(model, tok, seed=0), tok
+
+
+def test_programs_play_as_groups_with_the_outcomes_of_envs(engine):
+    engine, tok = engine
+    tasks = [
+        {"task_id": "a", "kind": "answers", "question": "1 + 1?"},
+        {"task_id": "r", "kind": "raises", "question": "-"},
+        {"task_id": "h", "kind": "hangs", "question": "2 + 2?"},
+        {"task_id": "s", "kind": "silent", "question": "-"},
+    ]
+    source = AgentProgramSource(engine, tok, behaving, tasks, group_size=2, deadline=1.0)
+    episodes = source.collect(4)
+    assert [e.group for e in episodes] == [0, 0, 1, 1, 2, 2, 3, 3]
+    by_task = {e.reset_info["task_id"]: e for e in episodes}
+    answered = by_task["a"]
+    assert answered.outcome == "failed"
+    assert answered.trainable
+    assert len(answered.turns) == 2
+    assert answered.context_starts == []
+    assert answered.total_reward == float(
+        len(
+            tok.decode(answered.token_ids[slice(*answered.turn_spans[1])], skip_special_tokens=True)
+        )
+    )
+    assert by_task["r"].outcome == "infra"
+    assert not by_task["r"].trainable
+    assert "RuntimeError: the tool server is down" in by_task["r"].cause
+    hung = by_task["h"]
+    assert hung.outcome == "timeout"
+    assert hung.total_reward == 0.0
+    assert len(hung.turns) == 1
+    assert by_task["s"].outcome == "infra"
+    assert "never called the model" in by_task["s"].cause
+    assert source.stats["programs/no_model_call"] == 4.0  # silent and raised ones
+    assert source.seen_tasks == {"a", "r", "h", "s"}
+    state = source.state_dict()
+    assert state["position"] == 4
+    again = AgentProgramSource(engine, tok, behaving, tasks, group_size=2)
+    again.load_state_dict(state)
+    assert [again.task_at(4 + j) for j in range(4)] == [source.task_at(4 + j) for j in range(4)]
+
+
+def test_an_env_grades_the_programs_answer(engine):
+    engine, tok = engine
+
+    async def solver(client, task: dict) -> str:
+        out = await client.chat.completions.create(
+            model="agentgym-tiny", messages=task["messages"], max_tokens=4
+        )
+        if not task["solve"]:
+            return out.choices[0].message.content
+        a, b = re.search(r"(\d+)/(\d+)", task["messages"][-1]["content"]).groups()
+        answer = Fraction(int(a), int(b))
+        return f"So \\boxed{{{answer.numerator}/{answer.denominator}}}."
+
+    tasks = [{"seed": 0, "solve": True}, {"seed": 0, "solve": False}]  # a fraction to simplify
+    source = AgentProgramSource(engine, tok, solver, tasks, group_size=1, reward="agentgym/Math-v0")
+    episodes = sorted(source.collect(2), key=lambda e: e.turns[-1].info.get("success", False))
+    assert all(e.env_id == "agentgym/Math-v0" and len(e.turns) == 1 for e in episodes)
+    assert [e.outcome for e in episodes] == ["invalid", "success"]  # no \\boxed{} answer: invalid
+    assert [e.total_reward for e in episodes] == [0.0, 1.0]
+
+
+def test_bad_programs_and_tasks_are_refused_with_the_fix(tmp_path):
+    def not_async(client, task):
+        return 1.0
+
+    with pytest.raises(ConfigError, match="async def agent"):
+        load_program(not_async)
+    with pytest.raises(ConfigError, match="module:function"):
+        load_program("no_colon")
+    with pytest.raises(ConfigError, match="cannot be loaded"):
+        load_program("json:no_such_function")
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text('{"q": 1}\nnot json\n')
+    with pytest.raises(ConfigError, match=r"tasks\.jsonl:2"):
+        AgentProgramSource(None, None, behaving, bad, group_size=1)
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"q": i}) + "\n" for i in range(3)))
+    assert len(AgentProgramSource(None, None, behaving, good, group_size=1).tasks) == 3
