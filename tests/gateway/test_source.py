@@ -13,6 +13,7 @@ import torch
 
 from agentgym import models
 from agentgym.core.errors import ConfigError
+from agentgym.core.types import Episode
 from agentgym.gateway.source import AgentProgramSource, load_program
 from agentgym.inference import HFEngine
 
@@ -102,7 +103,7 @@ def test_an_env_grades_the_programs_answer(engine):
     source = AgentProgramSource(engine, tok, solver, tasks, group_size=1, reward="agentgym/Math-v0")
     episodes = sorted(source.collect(2), key=lambda e: e.turns[-1].info.get("success", False))
     assert all(e.env_id == "agentgym/Math-v0" and len(e.turns) == 1 for e in episodes)
-    assert [e.outcome for e in episodes] == ["invalid", "success"]  # no \\boxed{} answer: invalid
+    assert [e.outcome for e in episodes] == ["invalid", "success"]  # no boxed answer: invalid
     assert [e.total_reward for e in episodes] == [0.0, 1.0]
 
 
@@ -123,3 +124,47 @@ def test_bad_programs_and_tasks_are_refused_with_the_fix(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps({"q": i}) + "\n" for i in range(3)))
     assert len(AgentProgramSource(None, None, behaving, good, group_size=1).tasks) == 3
+
+
+async def tool_loop(client, task: dict) -> float:
+    """A plain OpenAI-SDK tool-calling loop; the reward: how much text it wrote (a signal that
+    differs within a group)."""
+    tools = [{"type": "function", "function": {"name": "calc", "parameters": {}}}]
+    messages: list = [{"role": "user", "content": task["question"]}]
+    written = ""
+    for _ in range(2):
+        out = await client.chat.completions.create(
+            model="agentgym-tiny", messages=messages, tools=tools, max_tokens=6, temperature=1.0
+        )
+        message = out.choices[0].message
+        written += message.content or ""
+        messages.append(message)
+        for call in message.tool_calls or ():
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
+        if not message.tool_calls:
+            messages.append({"role": "user", "content": "Check it."})
+    return float(len(written))
+
+
+@pytest.mark.slow  # 14-30 s on 2 shared cores
+def test_fit_trains_an_sdk_agent_through_the_gateway():
+    from agentgym.trainers import fit, make
+    from agentgym.trainers.colocate import colocated_engine
+
+    config = {"group_size": 4, "batch_size": 8, "learning_rate": 1e-3, "temperature": 1.0}
+    trainer = make("grpo", policy=models.load(seed=0), config=config)
+    engine, _ = colocated_engine(trainer, "cpu")
+    before = {k: v.clone() for k, v in trainer.module.policy.state_dict().items()}
+    tasks = [{"task_id": str(i), "question": f"What is {i} * 3?"} for i in range(4)]
+    source = AgentProgramSource(engine, trainer.tokenizer, tool_loop, tasks, group_size=4)
+    seen: list[list[Episode]] = []
+    collect = source.collect
+    source.collect = lambda n: seen.append(collect(n)) or seen[-1]  # type: ignore[method-assign]
+    history = fit(trainer, source, steps=2, engine=engine)
+    assert trainer.step_count == 2
+    assert len(history) == 2
+    after = trainer.module.policy.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    # Each batch was sampled by the policy of its step: versions 0, then 1.
+    assert [{v for e in batch for v in e.weight_versions} for batch in seen] == [{0}, {1}]
+    assert all(e.trainable and len(e.turns) == 2 for batch in seen for e in batch)
