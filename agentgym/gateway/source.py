@@ -23,7 +23,9 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import random
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,8 @@ def load_program(spec: str | AgentProgram) -> AgentProgram:
         module, _, name = spec.partition(":")
         if not module or not name:
             raise ConfigError("agent", spec, "is not `module:function`", "pass e.g. my_agent:run")
+        if os.getcwd() not in sys.path:  # a program beside the run, as `python -m` finds it
+            sys.path.append(os.getcwd())
         try:
             function = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as e:

@@ -168,3 +168,22 @@ def test_fit_trains_an_sdk_agent_through_the_gateway():
     # Each batch was sampled by the policy of its step: versions 0, then 1.
     assert [{v for e in batch for v in e.weight_versions} for batch in seen] == [{0}, {1}]
     assert all(e.trainable and len(e.turns) == 2 for batch in seen for e in batch)
+
+
+@pytest.mark.slow  # ~25 s on 2 shared cores
+def test_agentgym_train_trains_an_agent_program_by_name(tmp_path, capsys):
+    from agentgym.cli import main
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": i, "question": f"{i}?"}) + "\n" for i in "ab"))
+    out = tmp_path / "run"
+    argv = ["train", "--agent", "tests.gateway.agents:chatter", "--tasks", str(tasks)]
+    argv += ["--steps", "2", "--out", str(out), "--no-progress", "--checkpoint-every", "2"]
+    argv += ["--set", "group_size=2", "--set", "batch_size=4"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]
+    assert json.loads((out / "run.json").read_text())["run"]["agent"] == argv[2]
+    assert json.loads((out / "summary.json").read_text())["steps"] == 2
+    assert main(["train", "--agent", "tests.gateway.agents:chatter", "--out", str(out)]) == 2
+    assert "tasks=None: is needed" in capsys.readouterr().err
