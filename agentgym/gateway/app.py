@@ -182,7 +182,7 @@ class Gateway:
             except (_BadRequest, ConfigError, TypeError, ValueError) as e:
                 response = _error(str(e))
             except Exception as e:  # the engine failed: this call only, said in the body
-                response = _error(f"the engine failed: {type(e).__name__}: {e}", 500)
+                response = _error(f"the call failed: {type(e).__name__}: {e}", 500)
             if response.status_code < 500:
                 response.headers["x-should-retry"] = "false"
             return response

@@ -129,7 +129,10 @@ class Session:
                 delta = None
             if delta is not None:
                 return parent.tokens + delta, best
-        return self.renderer.prompt_ids(list(messages), tools), None
+        try:
+            return self.renderer.prompt_ids(list(messages), tools), None
+        except Exception as e:  # the template's own error (jinja's): the request's to fix
+            raise ValueError(f"the chat template cannot render these messages: {e}") from e
 
     def completion_prompt(self, prompt: str | list[int]) -> tuple[list[int], int | None]:
         """The prompt ids of a completions call and the call it continues."""
