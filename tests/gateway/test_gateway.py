@@ -241,12 +241,22 @@ def test_completions_continue_token_and_text_prompts(gateway):
             assert streamed.text.endswith("data: [DONE]\n\n")
             chunks = [json.loads(x[6:]) for x in streamed.text.split("\n\n")[:-2]]
             assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+            # A text prompt continuing the first call's text: its sampled ids are kept as they
+            # were; it forks the first call (already continued), so it is a context of its own.
+            text = body_text + tok.decode(first["choices"][0]["token_ids"])
+            body = {"prompt": text + " and then", "max_tokens": 2}
+            assert (await http.post("/v1/completions", json=body, headers=head)).status_code == 200
+            return first["choices"][0]["token_ids"]
 
-    asyncio.run(agent())
+    _, tok = scripted()
+    body_text = "Once upon a time"
+    sampled = asyncio.run(agent())
     calls = gateway.sessions[session].calls
-    assert [c.parent for c in calls] == [None, 0]
+    assert [c.parent for c in calls] == [None, 0, 0]
+    assert calls[2].prompt_ids[: len(calls[0].tokens)] == calls[0].tokens
+    assert calls[0].completion.token_ids == sampled
     episode = gateway.close(session)
-    assert episode.context_starts == []
+    assert episode.context_starts == [0, len(calls[1].tokens)]
     assert episode.loss_mask.count(1) == sum(len(c.completion.token_ids) for c in calls)
 
 
@@ -351,3 +361,14 @@ def test_agentgym_serve_mounts_the_gateway_beside_its_own_routes():
     assert closed["loss_mask"] == [0] * start + [1] * (end - start)
     assert closed["context_starts"] == [0]
     assert again["error"]["code"] == "session_closed"
+
+
+def test_the_serve_command_mounts_the_gateway_only_when_asked(monkeypatch):
+    from agentgym import cli
+    from agentgym.inference import server
+
+    mounts = []
+    monkeypatch.setattr(server, "serve", lambda *a, mount=None, **k: mounts.append(mount))
+    assert cli.main(["serve", "--port", "0"]) == 0
+    assert cli.main(["serve", "--port", "0", "--gateway"]) == 0
+    assert mounts == [None, gateway_routes]
