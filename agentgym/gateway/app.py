@@ -32,6 +32,8 @@ from starlette.routing import BaseRoute, Route
 
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
+from agentgym.gateway.checks import check_messages, check_tools
+from agentgym.gateway.errors import GatewayError
 from agentgym.gateway.session import Call, Session, normalize_message, tools_key
 from agentgym.gateway.stream import chat_chunks, completion_chunks
 from agentgym.inference.base import Completion, InferenceEngine
@@ -54,14 +56,6 @@ __all__ = ["SESSION_HEADER", "Gateway", "GatewayError", "gateway_routes"]
 
 SESSION_HEADER = "X-Session-Id"
 """The header that names the session on the ``/v1/...`` routes."""
-
-
-class GatewayError(Exception):
-    """A request the gateway answers with an OpenAI-style error body."""
-
-    def __init__(self, message: str, status: int, code: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.param = status, code, param
 
 
 class Gateway:
@@ -249,8 +243,8 @@ class Gateway:
         session = self._session_of(request)
         body = await _read(request)
         self.base.check_model(body)
-        messages = _check_messages(body.get("messages"))
-        tools = _check_tools(body.get("tools"))
+        messages = check_messages(body.get("messages"))
+        tools = check_tools(body.get("tools"))
         prompt, parent = session.chat_prompt(messages, tools)
         out = await self._generate(session, prompt, body)
         message: dict[str, Any] = {"role": "assistant", "content": out.text or ""}
@@ -358,51 +352,3 @@ def _sse(chunks: list[dict[str, Any]]) -> StreamingResponse:
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
-
-
-def _check_messages(messages: Any) -> list[dict[str, Any]]:
-    if not isinstance(messages, list) or not messages:
-        raise _BadRequest("messages must be a non-empty list of message objects")
-    for k, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise _BadRequest(f"messages[{k}] must be an object with a string `role`")
-        content = message.get("content")
-        if isinstance(content, list):  # text parts, as the SDK may send them
-            if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-                raise _BadRequest(f"messages[{k}].content: only text parts are supported")
-            message = {**message, "content": "".join(str(p.get("text", "")) for p in content)}
-            messages[k] = message
-        elif content is not None and not isinstance(content, str):
-            raise _BadRequest(
-                f"messages[{k}].content must be a string, a list of text parts or null"
-            )
-    return messages
-
-
-def _check_tools(tools: Any) -> list[dict[str, Any]] | None:
-    """``tools`` when each is ``{"type": "function", "function": {"name": str, ...}}``; a 400
-    naming the first bad one otherwise."""
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        raise GatewayError("tools must be a list of tool schemas", 400, "invalid_tools", "tools")
-    for k, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        problem = None
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-            problem = 'must be an object with "type": "function"'
-        elif not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            problem = 'must have a "function" object with a string "name"'
-        elif not function["name"].strip():
-            problem = 'has an empty "function.name"'
-        elif not isinstance(function.get("parameters", {}), dict):
-            problem = '"function.parameters" must be a JSON Schema object'
-        if problem:
-            raise GatewayError(
-                f"tools[{k}] {problem}, got {json.dumps(tool, default=str)[:200]}. Fix: send "
-                'tools as [{"type": "function", "function": {"name": ..., "parameters": {...}}}]',
-                400,
-                "invalid_tools",
-                f"tools[{k}]",
-            )
-    return tools or None

@@ -162,9 +162,9 @@ class Session:
 
     # --- the episode ---------------------------------------------------------------------------
 
-    def episode(self, reward: float = 0.0, info: Mapping[str, Any] | None = None) -> Episode:
-        """The session's calls as one ``Episode`` (contexts as in the module docstring); one
-        turn per call, ``reward`` and ``info`` on the last."""
+    def contexts(self) -> list[list[int]]:
+        """The calls (indices) of each context, in the order their first calls came: a call
+        extends the context whose latest call it continues, else starts one."""
         chains: list[list[int]] = []
         chain_of: dict[int, int] = {}
         for index, call in enumerate(self.calls):
@@ -175,25 +175,18 @@ class Session:
             else:
                 chain_of[index] = len(chains)
                 chains.append([index])
+        return chains
+
+    def episode(self, reward: float = 0.0, info: Mapping[str, Any] | None = None) -> Episode:
+        """The session's calls as one ``Episode`` (contexts as in the module docstring); one
+        turn per call, ``reward`` and ``info`` on the last."""
+        chains = self.contexts()
         episode = Episode(None)
         spans: list[tuple[int, int, int]] = []  # (start, end, call)
         for chain in chains:
-            start = len(episode.token_ids)
             if len(chains) > 1:
-                episode.context_starts.append(start)
-            seen = 0  # tokens of this context so far
-            for index in chain:
-                call = self.calls[index]
-                new = call.prompt_ids[seen:]
-                episode.token_ids.extend(new)
-                episode.loss_mask.extend([0] * len(new))
-                episode.logprobs.extend([0.0] * len(new))
-                first = len(episode.token_ids)
-                episode.token_ids.extend(int(t) for t in call.completion.token_ids)
-                episode.loss_mask.extend([1] * len(call.completion.token_ids))
-                episode.logprobs.extend(float(x) for x in call.completion.logprobs)
-                spans.append((first, len(episode.token_ids), index))
-                seen = len(episode.token_ids) - start
+                episode.context_starts.append(len(episode.token_ids))
+            spans += self._lay_out(episode, chain)
         spans.sort()
         for number, (first, end, index) in enumerate(spans):
             call = self.calls[index]
@@ -218,4 +211,30 @@ class Session:
         latest = self.calls[-1] if self.calls else None
         if latest is not None and latest.reply is not None:
             episode.messages = [*latest.conversation, latest.reply]
+        sampled = float(sum(episode.loss_mask))
+        episode.metrics = {
+            "turns": float(len(episode.turns)),
+            "contexts": float(len(chains)),
+            "prompt_tokens": len(episode.token_ids) - sampled,
+            "sampled_tokens": sampled,
+            "total_tokens": float(len(episode.token_ids)),
+            "return": episode.total_reward,
+        }
         return episode
+
+    def _lay_out(self, episode: Episode, chain: list[int]) -> list[tuple[int, int, int]]:
+        """Append one context to ``episode``: each call's new prompt ids (mask 0), then its
+        sampled ids (mask 1, their logprobs); returns each call's sampled span."""
+        start, spans = len(episode.token_ids), []
+        for index in chain:
+            call = self.calls[index]
+            new = call.prompt_ids[len(episode.token_ids) - start :]
+            episode.token_ids.extend(new)
+            episode.loss_mask.extend([0] * len(new))
+            episode.logprobs.extend([0.0] * len(new))
+            first = len(episode.token_ids)
+            episode.token_ids.extend(int(t) for t in call.completion.token_ids)
+            episode.loss_mask.extend([1] * len(call.completion.token_ids))
+            episode.logprobs.extend(float(x) for x in call.completion.logprobs)
+            spans.append((first, len(episode.token_ids), index))
+        return spans
