@@ -372,3 +372,33 @@ def test_the_serve_command_mounts_the_gateway_only_when_asked(monkeypatch):
     assert cli.main(["serve", "--port", "0"]) == 0
     assert cli.main(["serve", "--port", "0", "--gateway"]) == 0
     assert mounts == [None, gateway_routes]
+
+
+def test_a_gateway_in_front_of_an_sglang_server_is_token_exact():
+    """The engine behind the gateway is a server (SGLang's native API, here ``agentgym serve``
+    speaking it): its completions carry no text, the recorded ids and logprobs are still exact."""
+    from agentgym.inference.sglang import SGLangEngine
+
+    model, tok = plain()
+    served = build_app(HFEngine(model, tok, seed=0), tok)
+    engine = SGLangEngine("http://serve", transport=httpx.ASGITransport(app=served))
+    gateway = Gateway(engine, tok)
+    session = gateway.open()
+
+    async def agent() -> None:
+        llm = client(gateway, session)
+        messages: list = [{"role": "user", "content": "Count to three."}]
+        for _ in range(2):
+            out = await llm.chat.completions.create(
+                model="agentgym-tiny", messages=messages, max_tokens=6
+            )
+            messages += [out.choices[0].message, {"role": "user", "content": "Again."}]
+        await engine.close()
+
+    asyncio.run(agent())
+    episode = gateway.close(session)
+    assert episode.context_starts == []
+    assert len(episode.turns) == 2
+    gaps = teacher_forced_gaps(model, episode)
+    assert len(gaps) == sum(episode.loss_mask)
+    assert max(gaps) < 1e-4
