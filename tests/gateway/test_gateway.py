@@ -402,3 +402,32 @@ def test_a_gateway_in_front_of_an_sglang_server_is_token_exact():
     gaps = teacher_forced_gaps(model, episode)
     assert len(gaps) == sum(episode.loss_mask)
     assert max(gaps) < 1e-4
+
+
+def test_sub_agents_in_one_session_are_contexts_of_their_own(free_gateway):
+    """Two conversations interleaved in one session (a program and its sub-agent): each call
+    continues its own conversation, so the episode holds two contexts, each token-exact."""
+    gateway = free_gateway
+    model, _ = plain()
+    session = gateway.open()
+
+    async def agent() -> None:
+        llm = client(gateway, session)
+        main_chat: list = [{"role": "user", "content": "Plan the trip."}]
+        helper: list = [{"role": "system", "content": "You find trains."}]
+        helper.append({"role": "user", "content": "Trains to Lyon?"})
+        for turn in range(2):
+            for chat in (main_chat, helper):
+                out = await llm.chat.completions.create(
+                    model="agentgym-tiny", messages=chat, max_tokens=4, seed=turn
+                )
+                chat += [out.choices[0].message, {"role": "user", "content": "More."}]
+
+    asyncio.run(agent())
+    assert [c.parent for c in gateway.sessions[session].calls] == [None, None, 0, 1]
+    episode = gateway.close(session)
+    assert len(episode.context_starts) == 2
+    assert len(episode.turns) == 4
+    gaps = teacher_forced_gaps(model, episode)
+    assert len(gaps) == sum(episode.loss_mask)
+    assert max(gaps) < 1e-4
