@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.aio import run_sync
+from agentgym.core.difficulty import DIFFICULTY
 from agentgym.core.errors import ConfigError
 from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TIMED_OUT
 from agentgym.core.types import Episode
 from agentgym.gateway.app import Gateway
 from agentgym.inference.base import InferenceEngine
 from agentgym.inference.server import TINY_NAME
+from agentgym.rollout.curriculum import Curriculum, Task, make_curriculum
 from agentgym.rollout.source import SourceBase
 
 __all__ = ["AgentProgram", "AgentProgramSource", "load_program", "load_tasks"]
@@ -114,6 +116,10 @@ class AgentProgramSource(SourceBase):
         max_concurrency: programs running at once.
         deadline: seconds a program may run.
         model_name: the name programs pass as ``model``.
+        curriculum: None (the seeded shuffle), or ``uniform``, ``schedule`` or ``adaptive``
+            over the tasks (``agentgym.rollout.curriculum``; a task's ``difficulty`` field is
+            its level), with ``curriculum_kwargs``. It hears each group's ``success``, which
+            only an env grading (``reward`` an env id) says: a reward alone is not a success.
     """
 
     def __init__(
@@ -129,6 +135,8 @@ class AgentProgramSource(SourceBase):
         max_concurrency: int = 64,
         deadline: float = 600.0,
         model_name: str = TINY_NAME,
+        curriculum: str | None = None,
+        curriculum_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         for name, value in (("group_size", group_size), ("max_concurrency", max_concurrency)):
             if not isinstance(value, int) or value < 1:
@@ -147,6 +155,15 @@ class AgentProgramSource(SourceBase):
         """Groups collected so far."""
         self.seen_tasks: set[str] = set()
         self.stats: dict[str, float] = {}
+        self.curriculum: Curriculum | None = None
+        if curriculum is not None:
+            levels = [
+                Task(f"task={i}", t.get(DIFFICULTY), {"task_id": i})
+                for i, t in enumerate(self.tasks)
+            ]
+            self.curriculum = make_curriculum(
+                curriculum, levels, seed=seed, **dict(curriculum_kwargs or {})
+            )
 
     def task_at(self, group: int) -> dict[str, Any]:
         """The task of the run's ``group``-th group (a seeded shuffle per pass)."""
@@ -156,8 +173,16 @@ class AgentProgramSource(SourceBase):
         return self.tasks[order[index]]
 
     def collect(self, num_groups: int) -> list[Episode]:
-        tasks = [self.task_at(self.position + j) for j in range(num_groups)]
+        if self.curriculum is None:
+            drawn = None
+            tasks = [self.task_at(self.position + j) for j in range(num_groups)]
+        else:
+            drawn = self.curriculum.next_tasks(num_groups)
+            tasks = [self.tasks[int((t.options or {})["task_id"])] for t in drawn]
         episodes = run_sync(self._collect(tasks))
+        if drawn is not None and self.curriculum is not None:
+            for j, task in enumerate(drawn):
+                self.curriculum.update(task, [e.success for e in episodes if e.group == j])
         self.position += num_groups
         for task in tasks:
             if task.get(TASK_ID) is not None:
@@ -233,11 +258,20 @@ class AgentProgramSource(SourceBase):
         return _number(result, "the agent program"), {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "position": self.position, "seen_tasks": sorted(self.seen_tasks)}
+        state = {
+            "seed": self.seed,
+            "position": self.position,
+            "seen_tasks": sorted(self.seen_tasks),
+        }
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.seed, self.position = int(state["seed"]), int(state["position"])
         self.seen_tasks = set(state.get("seen_tasks", ()))
+        if self.curriculum is not None and "curriculum" in state:
+            self.curriculum.load_state_dict(state["curriculum"])
 
 
 def _env_id(reward: Any) -> str | None:

@@ -264,6 +264,8 @@ def _agent_source(run: RunConfig, engine: Any, trainer: Any) -> SourceBase:
         group_size=run.config.group_size,
         reward=run.env if run.agent_reward == "env" else None,
         seed=run.seed,
+        curriculum=None if run.curriculum == "uniform" else run.curriculum,
+        curriculum_kwargs=run.curriculum_kwargs,
     )
 
 

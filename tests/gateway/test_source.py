@@ -187,3 +187,26 @@ def test_agentgym_train_trains_an_agent_program_by_name(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["steps"] == 2
     assert main(["train", "--agent", "tests.gateway.agents:chatter", "--out", str(out)]) == 2
     assert "tasks=None: is needed" in capsys.readouterr().err
+
+
+def test_a_curriculum_picks_the_tasks_and_is_checkpointed(engine):
+    engine, tok = engine
+    tasks = [
+        {"task_id": f"{level}-{k}", "difficulty": level, "kind": "answers", "question": "?"}
+        for level in (1, 2)
+        for k in range(3)
+    ]
+    source = AgentProgramSource(
+        engine, tok, behaving, tasks, group_size=1, curriculum="schedule", seed=3
+    )
+    episodes = source.collect(4)
+    assert {e.reset_info["task_id"][0] for e in episodes} == {"1"}  # the easiest level first
+    state = source.state_dict()
+    assert "curriculum" in state
+    again = AgentProgramSource(
+        engine, tok, behaving, tasks, group_size=1, curriculum="schedule", seed=3
+    )
+    again.load_state_dict(state)
+    assert again.curriculum.state_dict() == source.curriculum.state_dict()
+    with pytest.raises(ConfigError, match="curriculum"):
+        AgentProgramSource(engine, tok, behaving, tasks, group_size=1, curriculum="hardest")
