@@ -89,7 +89,10 @@ class Gateway:
     def open(self, session_id: str | None = None, *, task: Any = None) -> str:
         """Open a session (a fresh id unless given) and return its id."""
         session_id = session_id or uuid.uuid4().hex
-        if not session_id.replace("-", "").replace("_", "").isalnum():
+        if (
+            not isinstance(session_id, str)
+            or not session_id.replace("-", "").replace("_", "").isalnum()
+        ):
             raise ConfigError(
                 "session_id", session_id, "must be letters, digits, '-' or '_'", "pass e.g. 'ep-7'"
             )
