@@ -353,6 +353,10 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     from agentgym.inference.server import run_serve
 
+    if getattr(args, "gateway", False):
+        from agentgym.gateway import gateway_routes
+
+        return run_serve(args, mount=gateway_routes)
     return run_serve(args)
 
 

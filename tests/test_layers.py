@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.envs",),
     ("agentgym.inference",),  # the design's layer 3 with envs and utils, below vector (4)
     ("agentgym.vector",),
-    ("agentgym.rollout",),
+    ("agentgym.rollout", "agentgym.gateway"),  # the gateway records episodes as rollout does
     ("agentgym.trainers", "agentgym.multiagent"),  # multi-agent rollouts, policies, sources
     ("agentgym.recipes", "agentgym.integrations"),
     ("agentgym.cli", "agentgym.__main__"),

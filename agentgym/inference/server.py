@@ -35,7 +35,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from agentgym.core.errors import ConfigError
 from agentgym.inference.base import Completion, SamplingParams
@@ -48,6 +48,10 @@ __all__ = ["TINY_NAME", "add_serve_arguments", "build_app", "run_serve", "serve"
 
 TINY_NAME = "agentgym-tiny"
 """The name the tiny policy is served under when no name is given."""
+
+
+Mount = Callable[[Any, Any, tuple[str, ...]], Sequence[BaseRoute]]
+"""Routes to add to the app, made from (engine, tokenizer, served names)."""
 
 
 class _BadRequest(Exception):
@@ -279,12 +283,15 @@ def build_app(
     model_path: str | None = None,
     tokenizer_path: str | None = None,
     fault_tensor: str | None = None,
+    mount: Mount | None = None,
 ) -> Starlette:
     """The ASGI app serving ``engine`` (an ``HFEngine``, or any ``InferenceEngine`` whose
     completions carry ``text``) under the name ``model_name`` (or each of several names; the
     OpenAI routes answer 404 for any other); ``model_path`` and ``tokenizer_path`` (default:
     the first name) are what ``/get_model_info`` reports; ``fault_tensor`` corrupts that tensor
-    in every weight sync through a process group (tests of the sync's verification)."""
+    in every weight sync through a process group (tests of the sync's verification); ``mount``
+    adds routes over the same (pausable) engine, e.g. the gateway's
+    (``agentgym.gateway.gateway_routes``)."""
     names = served_names(None, model_name)
     pausable = PausableEngine(engine)
     routes = _Routes(pausable, tokenizer, names, tool_parser)
@@ -302,6 +309,7 @@ def build_app(
             Route("/v1/chat/completions", _guarded(routes.chat), methods=["POST"]),
             *native.routes(),
             *GroupRoutes(native, fault_tensor=fault_tensor).routes(),
+            *(mount(pausable, tokenizer, names) if mount else ()),
         ]
     )
 
@@ -316,6 +324,7 @@ def serve(
     device: str | None = None,
     dtype: str | None = None,
     model_name: str | Sequence[str] | None = None,
+    mount: Mount | None = None,
 ) -> None:
     """Load ``model`` (a local directory, or ``None`` for the tiny policy) and serve it under
     ``served_names(model, model_name)``. The model and the port are checked before loading
@@ -331,7 +340,9 @@ def serve(
     names = served_names(model, model_name)
     path = str(model) if model else str(TINY_DIR)
     fault = os.environ.get("AGENTGYM_SERVE_FAULT_TENSOR") or None
-    app = build_app(engine, tokenizer, model_name=names, model_path=path, fault_tensor=fault)
+    app = build_app(
+        engine, tokenizer, model_name=names, model_path=path, fault_tensor=fault, mount=mount
+    )
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
@@ -360,10 +371,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="the name(s) requests must give as their model, listed by /v1/models (default: "
         f"--model as given, or {TINY_NAME}); a request for any other gets HTTP 404",
     )
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="also serve the agent gateway: POST /sessions opens a session whose base URL "
+        "(/sessions/<id>/v1) records every call token-exact (docs/gateway.md)",
+    )
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    """Serve until stopped; 2 with a message (no traceback) for a bad model, port or dtype."""
+def run_serve(args: argparse.Namespace, mount: Mount | None = None) -> int:
+    """Serve until stopped; 2 with a message (no traceback) for a bad model, port or dtype.
+    ``mount``: more routes (``agentgym serve --gateway``: the gateway's)."""
     try:
         serve(
             args.model,
@@ -374,6 +392,7 @@ def run_serve(args: argparse.Namespace) -> int:
             device=args.device,
             dtype=args.dtype,
             model_name=args.model_name,
+            mount=mount,
         )
     except ConfigError as error:
         print(f"agentgym serve: error: {error}", file=sys.stderr)

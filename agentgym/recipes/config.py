@@ -144,6 +144,17 @@ class RunConfig(Config):
     role_policies: Mapping[str, Any] = field(default_factory=dict)
     """Multi-agent envs: the other roles' scripted policies by name (e.g. o = "heuristic");
     roles left out get the env's defaults."""
+    agent: str | None = None
+    """An agent program to train instead of the env's episodes (docs/gateway.md):
+    module:function naming async def agent(client, task), whose openai.AsyncOpenAI client
+    records every model call token-exact; needs tasks. The evaluations (env episodes) are then
+    not run."""
+    tasks: str | None = None
+    """The agent program's tasks: a JSON-lines file, one object per task (each group plays one
+    task group_size times)."""
+    agent_reward: Literal["program", "env"] = "program"
+    """What rewards an agent program: program (its return value, a number) or env (the env,
+    reset on the task's seed and options, grades the final answer it returns)."""
     micro_batch_tokens: int | None = None
     """Token budget of a training micro-batch; None: the backend's default."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -259,6 +270,7 @@ class RunConfig(Config):
             "pass e.g. --engine-device cuda:0",
         )
         self._check_engine()
+        self._check_agent()
         from agentgym.trainers.guards import GuardsConfig
 
         GuardsConfig.from_dict(self.guards)  # a bad [guards] value names its field now
@@ -278,6 +290,18 @@ class RunConfig(Config):
             require(
                 self.init is None, self, "init", "applies to the tiny policy only", "drop --init"
             )
+
+    def _check_agent(self) -> None:
+        require(
+            (self.agent is None) == (self.tasks is None),
+            self,
+            "tasks" if self.agent else "agent",
+            "is needed: an agent program and its tasks go together",
+            "pass both --agent module:function and --tasks tasks.jsonl",
+        )
+        if self.agent is not None:  # the evaluations play env episodes, not the program
+            object.__setattr__(self, "eval_episodes", 0)
+            object.__setattr__(self, "start_eval_episodes", 0)
 
     def _check_engine(self) -> None:
         served = self.engine != "hf"

@@ -212,6 +212,8 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, SourceBase]:
         engine, _ = colocated_engine(trainer, run.engine_device, seed=run.seed)
     else:
         engine = _server_engine(run, trainer, out)
+    if run.agent is not None:  # docs/gateway.md: an OpenAI-SDK agent program
+        return trainer, _agent_source(run, engine, trainer)
     if is_multiagent(run.env):  # docs/multiagent.md: train some roles against the others
         return trainer, multiagent_source(run, engine, trainer.backend.world_size)
     env, env_kwargs = _training_env(run, trainer.backend.world_size)
@@ -245,6 +247,26 @@ def _build(run: RunConfig, out: Path) -> tuple[Any, SourceBase]:
         source.rank, source.world_size = trainer.backend.rank, trainer.backend.world_size
         return trainer, ShardedSource(source, trainer.backend)
     return trainer, source
+
+
+def _agent_source(run: RunConfig, engine: Any, trainer: Any) -> SourceBase:
+    from agentgym.gateway.source import AgentProgramSource
+
+    if trainer.backend.world_size > 1:
+        raise ConfigError(
+            "agent", run.agent, "trains on one rank for now", "run it without --nproc/--nnodes"
+        )
+    return AgentProgramSource(
+        engine,
+        trainer.tokenizer,
+        run.agent or "",
+        run.tasks or "",
+        group_size=run.config.group_size,
+        reward=run.env if run.agent_reward == "env" else None,
+        seed=run.seed,
+        curriculum=None if run.curriculum == "uniform" else run.curriculum,
+        curriculum_kwargs=run.curriculum_kwargs,
+    )
 
 
 def _curriculum(run: RunConfig, world_size: int) -> Any:

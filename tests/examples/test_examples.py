@@ -143,3 +143,18 @@ def test_react_frozenlake_plays_through_the_scaffold_and_trains(tmp_path: Path) 
     result = last_json(done.stdout)
     assert result["episodes"] == 2
     assert result["updates"] == 1
+
+
+@pytest.mark.slow  # ~30 s each on 2 shared cores
+@pytest.mark.parametrize("script", ["agent_tool_calling.py", "agent_selfcheck_math.py"])
+def test_an_agent_program_example_trains_through_the_gateway(script: str, tmp_path: Path) -> None:
+    small = ["--updates", "2", "--groups", "2", "--group-size", "2"]
+    done = run_script(EXAMPLES / script, *small, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = last_json(done.stdout)
+    assert summary["updates"] == 2
+    assert len(summary["reward_mean"]) == 2
+    outcomes = summary["outcomes"]  # the last batch: 4 programs, none crashed or silent
+    assert sum(n for key, n in outcomes.items() if key != "programs/no_model_call") == 4
+    assert "programs/infra" not in outcomes
+    assert outcomes["programs/no_model_call"] == 0
