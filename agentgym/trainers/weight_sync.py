@@ -589,7 +589,7 @@ def check_versions(engine: Any, episodes: Iterable[Episode]) -> None:
 
 def attach_server(
     trainer: PushingTrainer,
-    engine: InferenceEngine,
+    engine: InferenceEngine | Sequence[InferenceEngine],
     weights_dir: str | os.PathLike[str],
     *,
     keep: int = 2,
@@ -601,14 +601,15 @@ def attach_server(
     if isinstance(engine, ServerPolicy):
         trainer.attach_engine(engine)
         return engine
-    if in_process(engine):
-        raise ConfigError(
-            "engine",
-            type(engine).__name__,
-            "generates in this process and takes the policy's tensors",
-            "attach it with trainer.attach_engine (or colocated_engine)",
-        )
-    check_trainable_engine(engine)
+    for each in engine if isinstance(engine, Sequence) else [engine]:
+        if in_process(each):
+            raise ConfigError(
+                "engine",
+                type(each).__name__,
+                "generates in this process and takes the policy's tensors",
+                "attach it with trainer.attach_engine (or colocated_engine)",
+            )
+        check_trainable_engine(each)
     policy = ServerPolicy(engine, trainer, weights_dir, keep=keep, sync=sync)
     trainer.attach_engine(policy)
     trainer.push_weights()
