@@ -14,7 +14,7 @@ API) cannot: ``attach_server`` wraps its engine in a ``ServerPolicy`` that, at e
    with every completion; another engine's own count is mapped to it.
 
 Attaching pushes at once, so the server samples the trainer's policy whatever it was started
-with; ``Trainer.load`` pushes again on resume. With data-parallel ranks sharing one server,
+with; ``Trainer.load`` pushes again on resume. With data-parallel ranks sharing servers,
 rank 0 writes and pushes while the others wait for it. Completions carry the trainer's version
 (weights the trainer never pushed map to None), and
 ``Trainer.step`` refuses a batch holding a sample of version None or of a version this trainer
@@ -32,13 +32,22 @@ With ``sync=GroupSync(...)`` (``agentgym.trainers.group_sync``) steps 1-2 go thr
 group instead of files (NCCL on GPUs, gloo on CPUs; buckets of flattened tensors), and every
 sync is verified by a checksum of each tensor on both sides.
 
-A server that fails to load the weights, or cannot be
-reached while generating, stops the run with ``InferenceServerError``: the last checkpoint is
-untouched, and ``--resume`` continues from it once the server is back.
+Several servers (a list of engines): a ``Router`` (``agentgym.inference.routing``) pins each
+episode to one server and sends new ones to the least loaded; every push loads on each server
+(one process group per server with ``sync``: a dead server breaks its own group only). A server
+that cannot be reached while generating is marked down: the episode of that call ends as an
+infrastructure failure (``EpisodeLost``) and the run goes on with the others; the server is
+probed and taken back once it answers, after loading the current weights (between pushes by
+disk from a single process; else at the next push, which rank 0 makes and every rank hears of).
+
+A server that fails to load the weights at the start, or when no other holds them, or no server
+left to generate, stops the run with ``InferenceServerError`` naming each URL: the last
+checkpoint is untouched, and ``--resume`` continues from it once the servers are back.
 
 ::
 
     engine = attach_server(trainer, SGLangEngine("http://127.0.0.1:30000"), "runs/r1/weights")
+    engine = attach_server(trainer, [SGLangEngine(a), SGLangEngine(b)], "runs/r1/weights")
 """
 
 from __future__ import annotations

@@ -146,3 +146,32 @@ def test_two_servers_one_killed_mid_run_then_two_ranks(tmp_path, monkeypatch, ca
     finally:
         for server in [*servers, *restarted]:
             server.kill()
+
+
+def test_engine_url_takes_one_server_or_several():
+    import argparse
+
+    from agentgym.core.errors import ConfigError
+    from agentgym.recipes.cli import add_train_arguments, run_from_args
+    from agentgym.recipes.config import Layer, resolve_run
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    served = ["--engine", "sglang", "--no-action-choices", "--out", "unused"]
+    one = run_from_args(parser.parse_args([*served, "--engine-url", "http://h:1"]))
+    assert (one.engine_url, one.engine_urls) == ("http://h:1", ("http://h:1",))  # as before
+    two = run_from_args(
+        parser.parse_args([*served, "--engine-url", "http://h:1", "--engine-url", "http://h:2"])
+    )
+    assert two.engine_urls == ("http://h:1", "http://h:2")
+    assert resolve_run(Layer("t", two.to_dict())).engine_urls == two.engine_urls  # run.json
+    assert "repeated" in parser.format_help()
+    base = {"out": "unused", "action_choices": False}
+    with pytest.raises(ConfigError, match=r"engine_url.*twice"):
+        resolve_run(Layer("t", {**base, "engine": "sglang", "engine_url": ["http://h:1"] * 2}))
+    with pytest.raises(ConfigError, match=r"engine_url.*several are for engine sglang"):
+        resolve_run(
+            Layer("t", {**base, "engine": "openai", "engine_url": ["http://a", "http://b"]})
+        )
+    with pytest.raises(ConfigError, match=r"engine_url.*list of URLs.*--engine-url"):
+        resolve_run(Layer("t", {**base, "engine": "sglang", "engine_url": []}))
