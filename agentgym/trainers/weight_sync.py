@@ -281,7 +281,10 @@ class ServerPolicy:
         try:
             while not self.router.up[index]:
                 await asyncio.sleep(self.probe_s)
-                await self._take_back(index)
+                try:
+                    await self._take_back(index)
+                except Exception as error:  # refused the weights: it stays down, said at the end
+                    self._errors[index] = error
         finally:
             self._probes.pop(index, None)
 

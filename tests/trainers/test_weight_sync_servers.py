@@ -17,7 +17,7 @@ from agentgym import models
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import InfraError
 from agentgym.inference.base import SamplingParams
-from agentgym.inference.routing import EpisodeLost, EpisodeRoute, Router
+from agentgym.inference.routing import EpisodeLost, EpisodeRoute, Router, episode_route
 from agentgym.trainers import fit
 from agentgym.trainers.weight_sync import InferenceServerError, ServerPolicy, attach_server
 
@@ -148,3 +148,35 @@ def test_the_router_pins_episodes_and_prefers_the_least_loaded():
     assert router.pick(None) == 1  # a call of no episode: routed, counted nowhere
     router.down(1)
     assert router.pick(EpisodeRoute()) is None
+
+
+def test_a_restarted_server_gets_no_episode_until_it_holds_the_current_weights(tmp_path):
+    trainer = _trainer()
+    a = Server("http://server-a:1", trainer.module.policy, trainer.tokenizer)
+    b = Server("http://server-b:1", trainer.module.policy, trainer.tokenizer)
+    policy = attach_server(trainer, [a, b], tmp_path)
+    policy.probe_s = 0.05
+    sampling = SamplingParams(max_tokens=2)
+    try:
+        b.inner.model.load_state_dict(models.load(seed=1)[0].state_dict())  # its start weights
+        b.fail = InfraError("starting")  # answers no /health yet
+        policy.server_restarted("http://server-b:1/")  # ServerFleet's callback, from its thread
+        time.sleep(0.2)
+        for _ in range(3):  # new episodes while b is down: all on a
+            with episode_route(EpisodeRoute()):
+                run_sync(policy.generate([1, 2, 3], sampling))
+        assert policy.router.assigned == [3, 0]
+        b.fail = None  # up: the probe loads the current weights, then routes to it
+        deadline = time.monotonic() + 30
+        while not policy.router.up[1] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [Path(p).name for p in b.paths] == ["step-00000000"] * 2
+        served = b.inner.model.state_dict()
+        for name, tensor in trainer.policy_state_dict().items():
+            torch.testing.assert_close(served[name], tensor, rtol=0, atol=0, msg=name)
+        with episode_route(EpisodeRoute()):
+            completion = run_sync(policy.generate([1, 2, 3], sampling))
+        assert policy.router.assigned == [3, 1]  # the least loaded now
+        assert completion.weight_version == 0
+    finally:
+        run_sync(policy.close())
