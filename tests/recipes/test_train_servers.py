@@ -65,7 +65,7 @@ class Serve:
             return f.read().decode(errors="replace")
 
 
-@pytest.mark.slow  # three agentgym serve starts, a 4-update run and a 2-rank run: ~2 min wall
+@pytest.mark.slow  # three agentgym serve starts, a 3-update run, a 2-rank run: ~3 min wall
 def test_two_servers_one_killed_mid_run_then_two_ranks(tmp_path, monkeypatch, capsys):
     torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -106,16 +106,16 @@ def test_two_servers_one_killed_mid_run_then_two_ranks(tmp_path, monkeypatch, ca
     try:
         for server in servers:
             server.wait_ready()
-        code = _train(out, a.url, "--engine-url", b.url, "--steps", "4")
+        code = _train(out, a.url, "--engine-url", b.url, "--steps", "3")
         assert code == 0, capsys.readouterr().err[-3000:]
         (b2,) = restarted
 
         # every push reached both servers (b: up to its death, then from its restart on)
-        assert [v for v, _ in pushes] == [0, 1, 2, 3, 4]
+        assert [v for v, _ in pushes] == [0, 1, 2, 3]
         assert all(up == [True, True] for _, up in pushes)
-        assert a.requests().count("POST /update_weights_from_disk") == 5
+        assert a.requests().count("POST /update_weights_from_disk") == 4
         assert b.requests().count("POST /update_weights_from_disk") == 2  # 0, 1
-        assert b2.requests().count("POST /update_weights_from_disk") >= 3  # (1,) 2, 3, 4
+        assert b2.requests().count("POST /update_weights_from_disk") >= 2  # (1 if probed,) 2, 3
         # episodes went to both, and to b again once it was back
         assert "POST /generate" in a.requests()
         assert "POST /generate" in b.requests()
@@ -127,22 +127,25 @@ def test_two_servers_one_killed_mid_run_then_two_ranks(tmp_path, monkeypatch, ca
         assert all(len(s) == 1 for s in pinned.values())  # each episode on one server
         # b's episodes of the batch after its death: dropped as infra failures, counted
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        assert [m["step"] for m in metrics] == [1.0, 2.0, 3.0, 4.0]
+        # (a batch whose every group lost an episode is an empty step: logged, then collected
+        # anew for the same update)
+        assert sorted({m["step"] for m in metrics}) == [1.0, 2.0, 3.0]
+        assert metrics[-1]["step"] == 3.0
         assert sum(m.get("dropped/infra", 0.0) for m in metrics) > 0
 
         # two ranks, two servers: rank 0 loads each update on each server once
         before = [len(a.requests()), len(b2.requests())]
         dp = tmp_path / "dp"
-        code = _train(dp, a.url, "--engine-url", b2.url, "--steps", "2", "--nproc", "2")
+        code = _train(dp, a.url, "--engine-url", b2.url, "--steps", "1", "--nproc", "2")
         assert code == 0, capsys.readouterr().err[-3000:]
         for server, since in zip([a, b2], before, strict=True):
             requests = server.requests(since)
-            assert requests.count("POST /update_weights_from_disk") == 3  # 0, 1, 2
+            assert requests.count("POST /update_weights_from_disk") == 2  # 0, 1: rank 0's
             assert "POST /generate" in requests
         steps = [
             json.loads(line)["step"] for line in (dp / "metrics.jsonl").read_text().splitlines()
         ]
-        assert steps == [1.0, 2.0]
+        assert steps == [1.0]
     finally:
         for server in [*servers, *restarted]:
             server.kill()
