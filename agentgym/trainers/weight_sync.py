@@ -352,7 +352,12 @@ class ServerPolicy:
         try:
             completion = await self.engines[index].generate(prompt, sampling)
         except InfraError as error:
-            self.lost += 1
+            if _answered(error):  # a refusal from a server that runs, not a server gone
+                raise InferenceServerError(
+                    f"the inference server at {self.urls[index]} failed while generating: "
+                    f"{error}. Fix: {RESUME_FIX}."
+                ) from error
+            self.lost += 1  # no answer: refused, dropped, or past its deadline
             self._mark_down(index, error)
             if self.router.any_up:  # the others go on: this episode ends as an infra failure
                 raise EpisodeLost(self.urls[index], error) from error
@@ -588,6 +593,12 @@ class ServerPolicy:
         for probe in probes:
             probe.cancel()
         await asyncio.gather(*probes, return_exceptions=True)
+
+
+def _answered(error: BaseException) -> bool:
+    """Whether ``error`` is a server's HTTP error status (it answered)."""
+    http = sys.modules.get("agentgym.inference._http")  # not imported: no such error (no httpx)
+    return http is not None and isinstance(error, http.HTTPStatusError)
 
 
 _SKIPPED = object()  # a push passed over a server that is down and does not answer

@@ -180,3 +180,20 @@ def test_a_restarted_server_gets_no_episode_until_it_holds_the_current_weights(t
         assert completion.weight_version == 0
     finally:
         run_sync(policy.close())
+
+
+def test_a_server_that_answers_with_an_error_status_is_not_taken_for_gone(tmp_path):
+    from agentgym.inference._http import HTTPStatusError
+
+    trainer = _trainer()
+    a = Server("http://server-a:1", trainer.module.policy, trainer.tokenizer)
+    b = Server("http://server-b:1", trainer.module.policy, trainer.tokenizer)
+    policy = attach_server(trainer, [a, b], tmp_path)
+    try:
+        a.fail = HTTPStatusError("POST", "http://server-a:1/generate", 400, "prompt too long")
+        with pytest.raises(InferenceServerError, match=r"server-a:1 failed while generating.*400"):
+            run_sync(policy.generate([1, 2, 3], SamplingParams(max_tokens=2)))
+        assert policy.router.up == [True, True]  # it answered: a refusal, not a server gone
+        assert policy.lost == 0
+    finally:
+        run_sync(policy.close())
