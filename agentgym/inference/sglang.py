@@ -117,6 +117,7 @@ class SGLangEngine:
         self.colocated, self.pause_mode = colocated, pause_mode
         self.startup_timeout = startup_timeout
         self._http = JSONClient(self.base_url, timeout=timeout, transport=transport)
+        self._transport = transport
         self._process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self._started = not self.launch
@@ -343,6 +344,16 @@ class SGLangEngine:
             "Fix: check that the server runs (restart it; a training run resumes from its last "
             "checkpoint)."
         )
+
+    async def health(self, timeout: float = 5.0) -> bool:
+        """Whether the server answers ``GET /health`` within ``timeout`` seconds (a probe of a
+        server that stopped answering: never raises)."""
+        try:
+            async with httpx.AsyncClient(timeout=timeout, transport=self._transport) as client:
+                response = await client.get(f"{self.base_url}{api.HEALTH}")
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     async def server_weight_version(self) -> int | None:
         """The weight version the server reports (``/get_model_info``) as a number; ``None``

@@ -78,7 +78,7 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--zero-stage", "zero_stage", {"type": int}),
     ("--engine-device", "engine_device", {"metavar": "auto|cpu|cuda|cuda:N"}),
     ("--engine", "engine", {"choices": ["hf", "sglang", "openai"]}),
-    ("--engine-url", "engine_url", {"metavar": "URL"}),
+    ("--engine-url", "engine_url", {"action": "append", "metavar": "URL"}),
     ("--weights-dir", "weights_dir", {"metavar": "DIR"}),
     ("--launch", "launch", {"type": int, "metavar": "N"}),
     ("--launch-command", "launch_command", {"metavar": "TEMPLATE"}),

@@ -173,16 +173,17 @@ class RunConfig(Config):
     speaking SGLang's native API at engine_url: SGLang, or agentgym serve; it loads the policy
     after every update, from disk or through a process group: weight_sync) or openai (refused
     for training: no weight-update API)."""
-    engine_url: str | None = None
-    """The inference server's root URL (sglang, openai), e.g. http://127.0.0.1:30000."""
+    engine_url: str | tuple[str, ...] | None = None
+    """The inference server's root URL (sglang, openai), e.g. http://127.0.0.1:30000; for
+    several sglang servers a list (--engine-url repeated): each episode stays on one, new
+    episodes go to the least loaded, every update reaches each (docs/weight_sync.md)."""
     weights_dir: str | None = None
     """Where the policy is written after every update for a server to load (the newest two
     kept); None: <out>/weights. On another machine: a folder of a shared file system."""
     launch: int = 0
     """Inference servers the run starts and owns (engine sglang; engine_url is then theirs):
     from launch_command on launch_devices; each is waited for, restarted if it crashes, and
-    stopped at exit (none outlives the run, SIGKILL included). 0: attach to engine_url. One
-    server per run for now."""
+    stopped at exit (none outlives the run, SIGKILL included). 0: attach to engine_url."""
     launch_command: str | None = None
     """The launched servers' command line, with {python}, {model}, {host}, {port}, {device},
     {index} filled in; None: SGLang's python -m sglang.launch_server --model-path {model}
@@ -239,6 +240,7 @@ class RunConfig(Config):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history_turns", history_window(self.history_turns))
+        object.__setattr__(self, "engine_url", _engine_url(self.engine_url))
         super().__post_init__()
         require(  # not in _bounds: its None is "as eval_episodes", not "off"
             self.start_eval_episodes is None or self.start_eval_episodes >= 0,
@@ -303,6 +305,15 @@ class RunConfig(Config):
             object.__setattr__(self, "eval_episodes", 0)
             object.__setattr__(self, "start_eval_episodes", 0)
 
+    @property
+    def engine_urls(self) -> tuple[str, ...]:
+        """``engine_url`` as a tuple of URLs (empty for none)."""
+        if self.engine_url is None:
+            return ()
+        if isinstance(self.engine_url, str):
+            return (self.engine_url,)
+        return tuple(self.engine_url)
+
     def _check_engine(self) -> None:
         served = self.engine != "hf"
         require(
@@ -320,12 +331,20 @@ class RunConfig(Config):
             f"with engine {self.engine}",
             "pass --engine sglang --launch 1",
         )
+        urls = self.engine_urls
         require(
-            self.launch <= 1,
+            len(urls) <= 1 or self.engine == "sglang",
             self,
-            "launch",
-            "is one server per run for now",
-            "pass --launch 1, or start the servers yourself",
+            "engine_url",
+            f"lists {len(urls)} servers; several are for engine sglang, not {self.engine}",
+            "pass one --engine-url, or --engine sglang",
+        )
+        require(
+            len(set(urls)) == len(urls),
+            self,
+            "engine_url",
+            "names a server twice",
+            "pass each server's --engine-url once",
         )
         require(
             not (self.launch and self.engine_url),
@@ -378,7 +397,9 @@ class RunConfig(Config):
         from agentgym.trainers.config import AlgorithmConfig, TrainOptions
 
         names = {"AlgorithmConfig": AlgorithmConfig, "TrainOptions": TrainOptions}
-        return typing.get_type_hints(cls, localns=names)
+        hints = typing.get_type_hints(cls, localns=names)
+        hints["engine_url"] = object  # one URL or several: checked by _engine_url
+        return hints
 
     @classmethod
     def _unknown_key_rule(cls) -> str:
@@ -408,6 +429,25 @@ class RunConfig(Config):
         data = super().to_dict()
         data["config"] = {k: v for k, v in data["config"].items() if k not in ("algo", "seed")}
         return data
+
+
+def _engine_url(value: object) -> str | tuple[str, ...] | None:
+    """``engine_url`` as one URL (a list of one included) or a tuple of several."""
+    if value is None or isinstance(value, str):
+        return value
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(url, str) and url for url in value)
+    ):
+        return value[0] if len(value) == 1 else tuple(value)
+    raise ConfigError(
+        "engine_url",
+        value,
+        "is not a URL or a non-empty list of URLs",
+        "pass --engine-url http://HOST:PORT (repeated for several servers), or in a run "
+        'file engine_url = ["http://h1:30000", "http://h2:30000"]',
+    )
 
 
 def _table(values: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -90,8 +90,8 @@ def _prepare_out(run: RunConfig, out: Path) -> None:
 
 
 def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
-    """The server at ``run.engine_url``, attached to ``trainer`` by disk, or through a process
-    group with ``run.weight_sync = "group"`` (``weight_sync``:
+    """The servers at ``run.engine_url`` (one or several), attached to ``trainer`` by disk, or
+    through process groups with ``run.weight_sync = "group"`` (``weight_sync``:
     the trainer's weights pushed now, then after every update). An OpenAI-compatible server is
     refused: without token ids and logprobs nothing can be trained on its text, and with them
     it still cannot load new weights."""
@@ -100,9 +100,16 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
     from agentgym.trainers.weight_sync import attach_server
 
     fleet = _launch(run, trainer) if run.launch else None
-    url = fleet.urls[0] if fleet is not None else run.engine_url
-    spec = EngineSpec(kind=run.engine, url=url, model=run.model or TINY_NAME)
-    engine = make_engine(spec, seed=run.seed, tokenizer=trainer.tokenizer)
+    urls = fleet.urls if fleet is not None else run.engine_urls
+    engines = [
+        make_engine(
+            EngineSpec(kind=run.engine, url=url, model=run.model or TINY_NAME),
+            seed=run.seed,
+            tokenizer=trainer.tokenizer,
+        )
+        for url in urls
+    ]
+    engine = engines[0]
     try:
         if run.engine == "openai":
             try:
@@ -118,13 +125,14 @@ def _server_engine(run: RunConfig, trainer: Any, out: Path) -> Any:
                     "use --engine sglang (agentgym serve or SGLang), or --engine hf",
                 )
         weights = Path(run.weights_dir) if run.weights_dir else out / "weights"
-        policy = attach_server(trainer, engine, weights, sync=_group_sync(run))
+        policy = attach_server(trainer, engines, weights, sync=_group_sync(run))
         if fleet is not None:
             fleet.on_restart = policy.server_restarted
             policy.close_with(fleet.close)
         return policy
     except BaseException:
-        run_sync(engine.close())
+        for each in engines:
+            run_sync(each.close())
         if fleet is not None:
             fleet.close()
         raise

@@ -23,6 +23,7 @@ from agentgym.core.errors import Error
 from agentgym.core.info import ACTION_CHOICES
 from agentgym.core.types import Episode, Observation, Turn
 from agentgym.inference.base import Completion, InferenceEngine, SamplingParams
+from agentgym.inference.routing import EpisodeLost, episode_route
 from agentgym.rollout.config import RolloutPlan
 from agentgym.rollout.episode import EpisodeBuilder
 from agentgym.rollout.memory import EpisodeMemory
@@ -93,7 +94,13 @@ class Collector:
             self.receiving = None
             return self._on_transition(task.result())
         index = self.generating.pop(task)
-        self._on_completion(index, task.result())  # an engine failure raises here
+        error = task.exception()
+        if isinstance(error, EpisodeLost):  # its server is gone, others run: an infra episode
+            builder = self.builders[index]
+            self.choices.pop(index, None)
+            builder.lose(str(error))
+            return self._finish(builder)
+        self._on_completion(index, task.result())  # any other engine failure raises here
         return None
 
     async def _cancel(self) -> None:
@@ -103,6 +110,8 @@ class Collector:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.generating.clear()
         self.receiving = None
+        for builder in self.builders.values():
+            builder.route.end()
 
     # --- groups --------------------------------------------------------------------------------
 
@@ -120,6 +129,7 @@ class Collector:
         self.venv.submit_reset_group(slot, seed=seed, options=options and options[group])
 
     def _finish(self, builder: EpisodeBuilder) -> Episode:
+        builder.route.end()
         del self.builders[builder.index]
         self.completions.pop(builder.index, None)
         slot = builder.index // self.plan.group_size
@@ -255,7 +265,10 @@ class Collector:
         prompt = builder.episode.token_ids[builder.context_start :]
         start = time.perf_counter()
         try:
-            completion = await self.engine.generate(prompt, sampling)
+            with episode_route(builder.route):  # several servers: its turns stay on one
+                completion = await self.engine.generate(prompt, sampling)
+        except EpisodeLost:
+            raise
         except Exception as error:
             error.add_note(
                 f"agentgym.rollout: engine.generate failed for env {builder.index} (group "

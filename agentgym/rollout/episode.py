@@ -6,9 +6,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import Error
-from agentgym.core.info import TRUNCATION_REASON, is_infra_error
+from agentgym.core.info import (
+    ERROR,
+    ERROR_KIND,
+    INFRA_ERROR,
+    TRUNCATION_REASON,
+    is_infra_error,
+)
 from agentgym.core.types import Episode, Message, Observation, Turn, assistant
 from agentgym.inference.base import Completion
+from agentgym.inference.routing import EpisodeRoute
 from agentgym.inference.sampling import choice_next_tokens
 
 __all__ = ["EpisodeBuilder"]
@@ -45,6 +52,8 @@ class EpisodeBuilder:
     """Per finished turn, its sampled ids and the env delta after them (windows of >= 1)."""
     llm_time: float = 0.0
     env_time: float = 0.0
+    route: EpisodeRoute = field(default_factory=EpisodeRoute)
+    """Its place on one of several inference servers (``agentgym.inference.routing``)."""
 
     def __post_init__(self) -> None:
         self.episode = Episode(self.env_id, group=self.group, seed=self.seed)
@@ -142,6 +151,18 @@ class EpisodeBuilder:
         last = self.episode.turns[-1]
         last.truncated = True
         last.info = {**last.info, TRUNCATION_REASON: reason}
+
+    def lose(self, cause: str) -> None:
+        """End the episode here as an infrastructure failure (outcome ``infra``: dropped, with
+        ``cause``): the engine could not generate its next turn (its server stopped answering)."""
+        failed = {INFRA_ERROR: True, ERROR: cause, ERROR_KIND: "infra"}
+        self.episode.trainable = False
+        if not self.episode.turns:
+            self.episode.reset_info = {**self.episode.reset_info, **failed}
+            return
+        last = self.episode.turns[-1]
+        last.truncated = True
+        last.info = {**last.info, **failed, TRUNCATION_REASON: "infra_error"}
 
     @property
     def num_tokens(self) -> int:

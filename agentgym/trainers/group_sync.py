@@ -21,6 +21,7 @@ instead of writing a model directory:
 from __future__ import annotations
 
 import asyncio
+import copy
 import socket
 import threading
 import warnings
@@ -130,6 +131,17 @@ class GroupSync:
         self.unverified_warned = False
         self.calls = 0
         """``/update_weights_from_distributed`` calls so far (one per bucket)."""
+
+    def for_server(self, index: int) -> GroupSync:
+        """This sync for the run's server ``index`` (0: itself): the same settings, a process
+        group of its own (``master_port + index`` when a port was given)."""
+        if index == 0:
+            return self
+        other = copy.copy(self)
+        other.group, other.calls, other.unverified_warned = None, 0, False
+        if self.master_port is not None:
+            other.master_port = self.master_port + index
+        return other
 
     async def connect(self, engine: Any) -> None:
         """Open the group as rank 0 and have ``engine``'s server join it."""

@@ -1,4 +1,4 @@
-"""Servers a run launches (``--launch``): started from the template and waited for, a crashed
+"""Servers a run launches (``--launch N``): started from the template and waited for, a crashed
 one restarted on its port, and none left once the process that launched them is SIGKILLed."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from agentgym.recipes.servers import SGLANG_TEMPLATE, ServerFleet
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The trainer's stand-in: launches one agentgym serve, reports its pid, and again after each
-# restart, then waits to be killed.
+# The trainer's stand-in: launches two agentgym serve, reports their pids, and again after
+# each restart, then waits to be killed.
 LAUNCHER = """
 import json, sys, time
 from agentgym.recipes.servers import ServerFleet
@@ -29,7 +29,7 @@ def report(url=None):
     print(json.dumps({"pids": fleet.pids, "urls": fleet.urls, "restarted": url}), flush=True)
 
 fleet = ServerFleet(
-    1, model="unused", template="{python} -m agentgym serve --host {host} --port {port}",
+    2, model="unused", template="{python} -m agentgym serve --host {host} --port {port}",
     startup_timeout=180, poll_s=0.2, on_restart=report,
 )
 fleet.start()
@@ -62,7 +62,7 @@ def _line(process: subprocess.Popen[str], timeout: float) -> dict:
     raise AssertionError(f"no report from the launcher in {timeout} s")
 
 
-@pytest.mark.slow  # two agentgym serve starts (~10 CPU-s each)
+@pytest.mark.slow  # three agentgym serve starts (~10 CPU-s each)
 def test_a_crashed_server_is_restarted_and_none_outlives_a_sigkilled_launcher():
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     launcher = subprocess.Popen(
@@ -76,17 +76,19 @@ def test_a_crashed_server_is_restarted_and_none_outlives_a_sigkilled_launcher():
     pids: list[int] = []
     try:
         first = _line(launcher, 240)
-        (url,) = first["urls"]
-        (pid,) = first["pids"]
-        pids.append(pid)
-        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
-        os.kill(pid, signal.SIGKILL)  # the server crashes
+        urls, started = first["urls"], first["pids"]
+        pids.extend(started)
+        assert len(set(urls)) == 2
+        for url in urls:
+            assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        os.kill(started[1], signal.SIGKILL)  # the second server crashes
         second = _line(launcher, 240)
-        assert second["restarted"] == url  # on its port: the trainer's URL stays valid
-        (restarted,) = second["pids"]
+        assert second["restarted"] == urls[1]  # on its port: the trainer's URL stays valid
+        assert second["pids"][0] == started[0]  # the other one ran on
+        restarted = second["pids"][1]
         pids.append(restarted)
-        assert restarted != pid
-        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        assert restarted != started[1]
+        assert httpx.get(f"{urls[1]}/health", timeout=5).status_code == 200
         launcher.kill()  # SIGKILL: no atexit, no finally; only the reaper is left
         launcher.wait(10)
         deadline = time.monotonic() + 20

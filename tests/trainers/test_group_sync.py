@@ -74,18 +74,23 @@ def _trainer():
     return make("grpo", policy=models.load(seed=1), config={"group_size": 2, "batch_size": 2})
 
 
-@pytest.mark.slow  # ~20-45 s wall: a server process and one sync
+@pytest.mark.slow  # ~30-60 s wall: two server processes and one sync to each
 def test_a_tensor_corrupted_in_the_sync_is_named_with_the_server(tmp_path):
-    with _serve(AGENTGYM_SERVE_FAULT_TENSOR=CORRUPTED) as url:
+    """Two servers, a process group each, each verified: the faulty one is named, alone."""
+    with _serve() as clean, _serve(AGENTGYM_SERVE_FAULT_TENSOR=CORRUPTED) as url:
         trainer = _trainer()
-        engine = SGLangEngine(url)
+        engines = [SGLangEngine(clean), SGLangEngine(url)]
         sync = GroupSync(backend="gloo", flatten=False)  # the per-tensor wire this time
         try:
             with pytest.raises(WeightSyncMismatch) as caught:
-                attach_server(trainer, engine, tmp_path / "weights", sync=sync)
+                attach_server(trainer, engines, tmp_path / "weights", sync=sync)
             message = str(caught.value)
             assert repr(CORRUPTED) in message
             assert url in message
+            assert clean not in message  # its group's sync was verified and matched
             assert "model.layers.0.mlp.up_proj.weight" not in message  # only the bad one
+            assert sync.group is not None  # the clean server's group (server 0: this sync)
+            assert sync.calls > 0
         finally:
-            run_sync(engine.close())
+            for engine in engines:
+                run_sync(engine.close())
