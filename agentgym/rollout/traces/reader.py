@@ -27,10 +27,10 @@ __all__ = ["messages", "read", "tokens", "vocabulary"]
 
 def _folder(run: str | os.PathLike[str]) -> Path:
     path = Path(run)
-    folder = path if path.name == TRACES else path / TRACES
-    if not folder.is_dir():
+    folder = path / TRACES if (path / TRACES).is_dir() else path
+    if not any(folder.glob("update-*.parquet")):
         raise ConfigError(
-            "run", str(run), "holds no trace (no traces/ folder)",
+            "run", str(run), "holds no trace (no traces/update-*.parquet)",
             "pass a run folder that agentgym train or agentgym eval --output wrote with --trace "
             "all or sample:N",
         )  # fmt: skip
@@ -38,8 +38,9 @@ def _folder(run: str | os.PathLike[str]) -> Path:
 
 
 def read(run: str | os.PathLike[str], columns: list[str] | None = None) -> Any:
-    """The trace of the run folder ``run`` as a pandas DataFrame, one row per episode, in
-    update order (``columns``: only these)."""
+    """The trace of the run folder ``run`` (or a trace folder itself, as ``agentgym eval``
+    writes) as a pandas DataFrame, one row per episode, in update order (``columns``: only
+    these)."""
     table = ds.dataset(_folder(run), format="parquet").to_table(columns=columns)
     if "update" in table.column_names and "index" in table.column_names:
         table = table.sort_by([("update", "ascending"), ("index", "ascending")])

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from agentgym.core.errors import Error
 from agentgym.core.info import REWARD_COMPONENTS, TASK_ID
 from agentgym.core.jsonsafe import json_safe
 from agentgym.core.types import Episode
@@ -124,7 +125,7 @@ def to_table(
     was collected), with the trainer's numbers where ``trained`` has them."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     if len(indices) != len(episodes):
-        raise ValueError(f"{len(indices)} indices for {len(episodes)} episodes")
+        raise Error(f"to_table got {len(indices)} indices for {len(episodes)} episodes")
     for episode in episodes:
         for name, value in _scalars(episode).items():
             columns[name].append(value)

@@ -107,6 +107,7 @@ def _after(path: Path, update: int) -> bool:
 class Trace:
     """The episode trace of the run folder ``out``, kept as ``mode`` says (``parse_mode``)
     within ``budget_gb``: at 80 % it warns; past it, it keeps one group per update and warns.
+    ``folder``: the files go there instead of ``<out>/traces`` (``agentgym eval``'s).
 
     One background thread writes the files; ``write`` hands it an update's episodes and
     returns at once (it waits only when ``queue_size`` updates are already waiting).
@@ -118,13 +119,14 @@ class Trace:
         mode: str | TraceMode = "all",
         budget_gb: float = 4.0,
         *,
+        folder: str | os.PathLike[str] | None = None,
         queue_size: int = 2,
     ) -> None:
         if not budget_gb > 0:
             raise ConfigError(
                 "trace_budget_gb", budget_gb, "must be > 0", "pass e.g. 4, or --trace off"
             )
-        self.folder = Path(out) / TRACES
+        self.folder = Path(out) / TRACES if folder is None else Path(folder)
         self.mode = parse_mode(mode)
         self.budget = int(budget_gb * 1e9)
         self.written = 0
@@ -152,15 +154,17 @@ class Trace:
         tokens: UpdateTokensLike | None = None,
         *,
         empty: int | None = None,
+        group_size: int = 1,
     ) -> None:
         """Trace ``episodes``, collected for ``update`` (``empty``: the how-manieth step in a
         row after update ``update`` that trained on nothing); ``tokens``: the trainer's
-        numbers for those it trained on (``Trainer.last_tokens``)."""
+        numbers for those it trained on (``Trainer.last_tokens``). An episode without a
+        ``group`` belongs to the ``group_size`` consecutive ones around it."""
         if not self.on:
             return
-        self._put(("update", update, empty, self._kept(list(episodes)), tokens))
+        self._put(("update", update, empty, self._kept(list(episodes), group_size), tokens))
 
-    def _kept(self, episodes: list[Episode]) -> list[tuple[int, Episode]]:
+    def _kept(self, episodes: list[Episode], group_size: int) -> list[tuple[int, Episode]]:
         groups = self.mode.groups if self.mode.keep == "sample" else None
         if self.written >= self.budget:
             groups = 1
@@ -174,14 +178,11 @@ class Trace:
         indexed = list(enumerate(episodes))
         if groups is None:
             return indexed
+        keys = [("at", i // group_size) if e.group is None else e.group for i, e in indexed]
         order: dict[Any, int] = {}
-        for i, episode in indexed:
-            order.setdefault(episode.group if episode.group is not None else ("i", i), len(order))
-        return [
-            (i, e)
-            for i, e in indexed
-            if order[e.group if e.group is not None else ("i", i)] < groups
-        ]
+        for key in keys:
+            order.setdefault(key, len(order))
+        return [pair for pair, key in zip(indexed, keys, strict=True) if order[key] < groups]
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:
