@@ -192,7 +192,9 @@ class _Run:
         empty = metrics.get("empty_steps")
         empty = None if empty is None else int(empty)
         group_size = self.trainer.config.group_size
-        self.trace.write(self.trainer.step_count, pending, tokens, empty=empty, group_size=group_size)
+        self.trace.write(
+            self.trainer.step_count, pending, tokens, empty=empty, group_size=group_size
+        )
 
     def close(self) -> None:
         if self.trace is not None:

@@ -34,15 +34,18 @@ def test_the_trainers_logprobs_are_pi_old_whether_recomputed_or_read_from_the_up
     # two minibatches: π_old is recomputed before the update; one: read from its only forward
     one = {**FIT_CONFIG, "num_minibatches": 1, "kl_beta": 0.0}
     episodes, recomputed, advantages = _tokens_of({**one, "num_minibatches": 2})
-    same, from_forward, advantages_one = _tokens_of(one)
+    _, from_forward, advantages_one = _tokens_of(one)
     mask = torch.zeros_like(recomputed, dtype=torch.bool)
     for i, episode in enumerate(episodes):
         mask[i, : len(episode.loss_mask)] = torch.tensor(episode.loss_mask, dtype=torch.bool)
-    assert torch.all(recomputed[~mask] == 0) and torch.all(from_forward[~mask] == 0)
+    assert torch.all(recomputed[~mask] == 0)
+    assert torch.all(from_forward[~mask] == 0)
     assert torch.all(recomputed[mask] < 0)  # a log-probability on every sampled token
     torch.testing.assert_close(from_forward, recomputed, rtol=0, atol=1e-5)
     # the synthetic sampling logprobs are made up (-5..-9): the trainer's are its own
-    sampling = torch.tensor([lp for e in episodes for lp, m in zip(e.logprobs, e.loss_mask) if m])
+    sampling = torch.tensor(
+        [lp for e in episodes for lp, m in zip(e.logprobs, e.loss_mask, strict=True) if m]
+    )
     assert not torch.allclose(recomputed[mask], sampling, atol=0.1)
     # group-normalised: one advantage per episode on its sampled tokens, summing to 0 per group
     per_episode = torch.stack([advantages[i][mask[i]][0] for i in range(len(episodes))])
@@ -65,10 +68,12 @@ def test_every_episode_of_every_update_with_its_numbers(tmp_path):
         assert list(row["token_ids"]) == episode.token_ids
         assert list(row["loss_mask"]) == [bool(m) for m in episode.loss_mask]
         np.testing.assert_array_equal(row["logprobs"], np.float32(episode.logprobs))
-        assert row["outcome"] == episode.outcome and row["success"] == episode.success
+        assert row["outcome"] == episode.outcome
+        assert row["success"] == episode.success
         assert list(row["rewards"]) == episode.rewards
         assert traces.messages(row) == episode.messages
-        assert row["trained"] and len(row["trainer_logprobs"]) == len(episode.token_ids)
+        assert row["trained"]
+        assert len(row["trainer_logprobs"]) == len(episode.token_ids)
     table = traces.tokens(tmp_path, update=2, index=3)
     assert list(table["id"]) == expected[11].token_ids
     vocabulary = traces.vocabulary(tmp_path)
@@ -95,7 +100,9 @@ def test_the_budget_warns_before_it_keeps_less(tmp_path):
         # update waits for its file: the writer is not behind when the next one comes)
         _fit(tmp_path, 4, Trace(tmp_path, budget_gb=24e-6), checkpoint_every=1)
     said = [str(w.message) for w in caught if w.category is TraceBudgetWarning]
-    assert len(said) == 2 and "80%" in said[0] and "one group per update" in said[1]
+    assert len(said) == 2
+    assert "80%" in said[0]
+    assert "one group per update" in said[1]
     counts = traces.read(tmp_path).groupby("update").size().tolist()
     assert counts == [8, 8, 8, 4]  # every episode, then one group
 
