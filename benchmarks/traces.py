@@ -11,7 +11,7 @@ same either way): the ratio is that of the training loop alone, the strictest co
 Per mode it prints the mean wall time per update (after each fit's first, which warms up), the
 overhead of tracing, and for the trace: bytes per token of the update files (text included:
 the token text is a per-run vocabulary table, reported apart) and the writer's time per update
-(off the training thread).
+(off the training thread) and the training thread's own time handing an update over.
 
     .venv/bin/python benchmarks/traces.py
     .venv/bin/python benchmarks/traces.py --updates 6 --batch-size 32 --rounds 2 --json out.json
@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -36,6 +36,17 @@ from agentgym.recipes.run import _build
 from agentgym.rollout import traces
 from agentgym.rollout.traces import Trace
 from agentgym.trainers import fit, make
+
+
+class TimedTrace(Trace):
+    """A ``Trace`` that adds up the training thread's time in ``write`` (the hand-over)."""
+
+    handoff_s: ClassVar[list[float]] = []
+
+    def write(self, *args: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        super().write(*args, **kwargs)
+        TimedTrace.handoff_s.append(time.perf_counter() - started)
 
 
 class Replay:
@@ -80,7 +91,7 @@ def _train(run: Any, batches: list[list[Any]], out: Path, trace: str) -> list[fl
         out=out,
         checkpoint_every=len(batches),
         on_metrics=lambda _: stamps.append(time.perf_counter()),
-        trace=Trace(out, trace),
+        trace=TimedTrace(out, trace),
     )
     stamps.append(time.perf_counter())  # the last trace file written
     times = [b - a for a, b in itertools.pairwise(stamps)]
@@ -140,6 +151,7 @@ def main() -> None:
         "update_s_each": times,
         "overhead": on / off - 1,
         "trace": disk | {"writer_s_per_update": writer_s},
+        "handoff_s_per_update": statistics.mean(TimedTrace.handoff_s),
     }
     print(f"collection (not in the loop below): {collect_s:.2f} s per update")
     print(f"update time, trace all: {on:.3f} s   off: {off:.3f} s   overhead {on / off - 1:+.1%}")
@@ -149,6 +161,8 @@ def main() -> None:
         f"{disk['tokens']} tokens); vocabulary table {disk['vocab_bytes']} bytes once per run; "
         f"writer {writer_s * 1000:.0f} ms per update, off the training thread"
     )
+    handoff = statistics.mean(TimedTrace.handoff_s)
+    print(f"the training thread's hand-over: {handoff * 1000:.2f} ms per update")
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2))
 
