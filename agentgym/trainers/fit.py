@@ -148,7 +148,8 @@ class _Run:
         self.trainer, self.keep, self.guards = trainer, keep, guards
         self.recorder = recorder if trainer.backend.rank == 0 else None
         tracing = trace is not None and trace.on
-        trainer.keep_tokens(tracing)  # every rank: the trainer's logprobs are gathered
+        if tracing:  # on every rank: the trainer's logprobs are gathered over ranks
+            trainer.keep_tokens()
         self.trace = trace if tracing and trainer.backend.rank == 0 else None
         self.pending: list[Episode] = []
         """The episodes collected since the last row (DAPO's rounds before an update)."""
