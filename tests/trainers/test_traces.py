@@ -18,6 +18,7 @@ from agentgym.rollout.traces import Trace, TraceBudgetWarning
 from agentgym.trainers import checkpoint, fit, make
 
 from .ds_step import FIT_CONFIG, SyntheticSource, synthetic_episodes
+from .test_checkpoint import RESUME_CONFIGS, batches_for
 
 
 def _tokens_of(config: dict) -> tuple[list, torch.Tensor, torch.Tensor]:
@@ -118,3 +119,35 @@ def test_a_resume_rewrites_the_updates_after_its_checkpoint(tmp_path):
     for name in ("token_ids", "trainer_logprobs", "advantages"):
         for a, b in zip(first[name], again[name][:24], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+class Batches:
+    """An ``EpisodeSource`` of given batches, in order."""
+
+    def __init__(self, batches: list[list]) -> None:
+        self.batches, self.position = batches, 0
+
+    def collect(self, num_groups: int) -> list:
+        self.position += 1
+        return self.batches[self.position - 1]
+
+    def state_dict(self) -> dict:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.position = state["position"]
+
+
+def test_dapo_traces_every_sampling_round_with_the_update_it_fed(tmp_path):
+    batches = batches_for("dapo")  # batch 2 has one informative group: a second round follows
+    trainer = make("dapo", policy=models.load(seed=0), config=RESUME_CONFIGS["dapo"])
+    fit(trainer, Batches(batches), steps=2, out=tmp_path, trace=Trace(tmp_path))
+    rows = traces.read(tmp_path)
+    first, second = rows[rows["update"] == 1], rows[rows["update"] == 2]
+    assert first["trained"].tolist() == [True] * 8
+    assert second["index"].tolist() == list(range(16))  # both rounds' episodes
+    trained = second["trained"].tolist()
+    assert trained[4:8] == [False] * 4  # round 1's flat group: left out
+    assert sum(trained) == 8
+    assert all(len(t) > 0 for t in second[second["trained"]]["trainer_logprobs"])
+    assert second[~second["trained"]]["trainer_logprobs"].isna().all()
