@@ -91,6 +91,8 @@ _TRAIN_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--wandb", "wandb", {"metavar": "PROJECT"}),
     ("--no-progress", "show_bar", {"action": "store_false"}),
     ("--guards", "guards", {"choices": ["default", "off"]}),
+    ("--trace", "trace", {"metavar": "all|sample:N|off"}),
+    ("--trace-budget-gb", "trace_budget_gb", {"type": float, "metavar": "GB"}),
 )
 
 
@@ -258,7 +260,7 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"agentgym train: error: {error}", file=sys.stderr)
         return 2
     from agentgym.recipes.launch import launch_train, wants_launch
-    from agentgym.recipes.run import train_run
+    from agentgym.recipes.run import trace_hint, train_run
 
     if wants_launch(args):  # --nproc / --nnodes: torchrun starts the workers
         return launch_train(args, run_from_args)
@@ -281,6 +283,8 @@ def run_train(args: argparse.Namespace) -> int:
         print("agentgym train: interrupted", file=sys.stderr)
         return 130
     print(json.dumps(summary, indent=2))
+    if (hint := trace_hint(run)) is not None:
+        print(hint)
     return 0
 
 

@@ -219,6 +219,12 @@ class RunConfig(Config):
     """Also log to this Weights & Biases project (needs wandb)."""
     show_bar: bool = True
     """Show a progress bar; --no-progress (show_bar = false) hides it."""
+    trace: str = "all"
+    """Episode traces in <out>/traces (docs/traces.md): all (every episode of every update),
+    sample:N (the first N groups of each update) or off."""
+    trace_budget_gb: float = 4.0
+    """The trace's size budget: a warning at 80%; past it, one group per update (and another
+    warning)."""
     guards: Mapping[str, Any] = field(default_factory=dict)
     """Failure-mode guards (docs/guards.md), the [guards] table: {} the conservative defaults,
     enabled = false (--guards off) none, a [guards.<monitor>] table per monitor (threshold,
@@ -236,6 +242,7 @@ class RunConfig(Config):
         "eval_episodes": ">= 0",
         "eval_temperature": ">= 0",
         "checkpoint_every": ">= 1",
+        "trace_budget_gb": "> 0",
     }
 
     def __post_init__(self) -> None:
@@ -273,8 +280,10 @@ class RunConfig(Config):
         )
         self._check_engine()
         self._check_agent()
+        from agentgym.rollout.traces.writer import parse_mode
         from agentgym.trainers.guards import GuardsConfig
 
+        parse_mode(self.trace)  # all, off or sample:N, now
         GuardsConfig.from_dict(self.guards)  # a bad [guards] value names its field now
         require(
             self.zero_stage is None or self.backend == "deepspeed",

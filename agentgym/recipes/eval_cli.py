@@ -84,7 +84,19 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="sample only among the env's info['action_choices'] (default: as the run that "
         "trained --model, else off; --engine hf only)",
     )
-    add("--output", metavar="FILE", help="write one JSON line per episode (messages, reward, ...)")
+    add(
+        "--output",
+        metavar="FILE",
+        help="write one JSON line per episode (messages, reward, ...), and the episodes' trace "
+        "(tokens, masks, logprobs: docs/traces.md) to the folder FILE.traces",
+    )
+    add(
+        "--trace",
+        default="all",
+        metavar="all|sample:N|off",
+        help="what the trace beside --output keeps: every episode (default), the first N "
+        "tasks' samples, or nothing",
+    )
     add("--json", action="store_true", help="print a JSON object instead of text")
 
 
@@ -200,15 +212,17 @@ def run_eval(args: argparse.Namespace) -> int:
     judged (the summary is printed first, with the causes)."""
     from agentgym.core.aio import run_sync
     from agentgym.recipes.engines import engine_spec, make_engine
-    from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl
+    from agentgym.recipes.evaluation import evaluate_samples, turn_tokens, write_jsonl, write_trace
     from agentgym.registry.lookup import check_env_kwargs, find_env
     from agentgym.rollout.scaffold import make_scaffold
+    from agentgym.rollout.traces.writer import parse_mode
 
     try:
         spec = engine_spec(args)
         args.env = find_env(_env_id(args, spec.served), _imports(args, spec.served))
         _single_agent(args.env)
         tasks, samples, ks = _counts(args)
+        parse_mode(args.trace)  # a bad --trace fails before the model loads
         history, choices, env_kwargs = _policy_settings(args, spec.served)
         check_env_kwargs(args.env, env_kwargs)  # before the model loads
         scaffold = _scaffold(args, spec.served)
@@ -234,6 +248,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return 1
     if args.output:
         write_jsonl(run.records(), args.output)
+        write_trace(run.episodes, args.output, args.trace, getattr(engine, "tokenizer", None))
     settings: dict[str, Any] = {"history_turns": history, "action_choices": choices}
     settings |= {"env_kwargs": env_kwargs, "scaffold": scaffold}
     settings |= {"max_tokens": max_tokens, "temperature": args.temperature, "seed": args.seed}

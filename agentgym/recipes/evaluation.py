@@ -211,6 +211,26 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
     return count
 
 
+def write_trace(
+    episodes: Sequence[Episode], output: str | Path, mode: str, tokenizer: Any = None
+) -> Path | None:
+    """The trace of an evaluation's ``episodes`` (``docs/traces.md``), as update 0 in the
+    folder ``<output>.traces`` (``agentgym.rollout.traces.read`` reads it); None when ``mode``
+    is ``off``."""
+    from agentgym.rollout.traces import Trace
+
+    folder = Path(f"{output}.traces")
+    trace = Trace(folder.parent, mode, folder=folder)
+    if not trace.on:
+        return None
+    trace.load_state_dict(None)  # an earlier evaluation's files go
+    if tokenizer is not None:
+        trace.start(tokenizer)
+    trace.write(0, episodes)
+    trace.close()
+    return folder
+
+
 def evaluate_samples(
     engine: InferenceEngine,
     env: str,

@@ -40,7 +40,7 @@ from agentgym.rollout.collector_source import CollectorSource
 from agentgym.rollout.scaffold import make_scaffold
 from agentgym.rollout.source import SourceBase
 
-__all__ = ["train_run"]
+__all__ = ["trace_hint", "train_run"]
 
 EVAL_SEED = 1_000_000_000
 """Evaluation plays reset seeds from here on: far from the training seeds (``seed + group``)."""
@@ -334,6 +334,25 @@ def _guards(run: RunConfig) -> Any:
     return Guards(GuardsConfig.from_dict(run.guards), reward_range=reward_range)
 
 
+def _trace(run: RunConfig, out: Path) -> Any:
+    from agentgym.rollout.traces import Trace
+
+    return Trace(out, run.trace, run.trace_budget_gb)
+
+
+def trace_hint(run: RunConfig) -> str | None:
+    """Where the run's trace is and the one line that reads it; None with ``--trace off``
+    (``agentgym train`` prints it last)."""
+    from agentgym.rollout.traces import parse_mode
+
+    if parse_mode(run.trace).keep == "off" or run.out is None:
+        return None
+    return (
+        f"episode traces: {Path(run.out) / 'traces'} (docs/traces.md); read them with\n"
+        f"  python -c \"from agentgym.rollout.traces import read; print(read('{run.out}'))\""
+    )
+
+
 def _follow(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict[str, Any]:
     """A rank other than 0: trains beside rank 0, which owns the run folder's files, the
     progress display and the evaluations; returns an empty summary."""
@@ -351,6 +370,7 @@ def _follow(run: RunConfig, trainer: Any, source: SourceBase, out: Path) -> dict
                 resume=run.resume,
                 should_stop=stop,
                 guards=_guards(run),  # a rollback is collective: every rank takes it
+                trace=_trace(run, out),  # rank 0 writes; every rank gathers logprobs
             )
     finally:
         run_sync(trainer.engine.close())
@@ -499,6 +519,7 @@ def train_run(run: RunConfig) -> dict[str, Any]:
                 recorder=RunFolder(out),  # metrics.jsonl, guards.jsonl (fit: checkpoints/)
                 should_stop=stop,
                 guards=guards,
+                trace=_trace(run, out),  # traces/: every episode of every update
             )
             monitor.plot()
         summary = _final_summary(run, trainer, source, out)

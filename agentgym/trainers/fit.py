@@ -42,7 +42,9 @@ from agentgym.trainers.pipeline import close_pipeline, pipelined
 from agentgym.trainers.stalls import DEFAULT_MAX_EMPTY_STEPS, EmptySteps, FlatSteps
 
 if TYPE_CHECKING:
+    from agentgym.core.types import Episode
     from agentgym.inference.base import InferenceEngine
+    from agentgym.rollout.traces import Trace
     from agentgym.trainers.guards import Guards
     from agentgym.trainers.recorder import Recorder
     from agentgym.trainers.trainer import Trainer
@@ -131,7 +133,7 @@ def _prune(directory: Path, keep: int, protect: int | None = None) -> None:
 
 class _Run:
     """What ``fit`` keeps of a run: checkpoints under ``<out>/checkpoints`` (none without
-    ``out``) and the recorder's rows (rank 0)."""
+    ``out``), the recorder's rows and the episode trace (rank 0)."""
 
     def __init__(
         self,
@@ -140,10 +142,17 @@ class _Run:
         keep: int,
         guards: Guards | None,
         recorder: Recorder | None,
+        trace: Trace | None = None,
     ) -> None:
         self.checkpoints = None if out is None else out / "checkpoints"
         self.trainer, self.keep, self.guards = trainer, keep, guards
         self.recorder = recorder if trainer.backend.rank == 0 else None
+        tracing = trace is not None and trace.on
+        if tracing:  # on every rank: the trainer's logprobs are gathered over ranks
+            trainer.keep_tokens()
+        self.trace = trace if tracing and trainer.backend.rank == 0 else None
+        self.pending: list[Episode] = []
+        """The episodes collected since the last row (DAPO's rounds before an update)."""
         if guards is not None:
             guards.attach(self.recorder, trainer.backend.rank)
 
@@ -156,17 +165,41 @@ class _Run:
                 self.recorder.load_state_dict(None)
             if self.guards is not None:
                 self.guards.load_state_dict(None)
-            return
-        self.trainer.load(latest)
-        source.load_state_dict(self.trainer.state["source"])
-        if self.guards is not None:
-            self.guards.load_state_dict(self.trainer.state.get("guards"))
-        if self.recorder is not None:
-            self.recorder.load_state_dict(self.trainer.state.get("recorder", {}))
+        else:
+            self.trainer.load(latest)
+            source.load_state_dict(self.trainer.state["source"])
+            if self.guards is not None:
+                self.guards.load_state_dict(self.trainer.state.get("guards"))
+            if self.recorder is not None:
+                self.recorder.load_state_dict(self.trainer.state.get("recorder", {}))
+        if self.trace is not None:  # the files after the checkpoint go: they are played again
+            at = None if latest is None else {"update": self.trainer.step_count}
+            self.trace.load_state_dict(at)
+            self.trace.start(self.trainer.tokenizer)
 
     def record(self, metrics: Mapping[str, float]) -> None:
         if self.recorder is not None:
             self.recorder.row(metrics)
+
+    def trace_row(self, metrics: Mapping[str, Any]) -> None:
+        """Trace the episodes collected for this row, with the trainer's numbers."""
+        pending, self.pending = self.pending, []
+        if self.trace is None:
+            return
+        tokens = self.trainer.last_tokens
+        if tokens is not None:  # DAPO: groups a checkpoint kept from before a resume
+            seen = {id(e) for e in pending}
+            pending += [e for e in tokens.episodes if id(e) not in seen]
+        empty = metrics.get("empty_steps")
+        empty = None if empty is None else int(empty)
+        group_size = self.trainer.config.group_size
+        self.trace.write(
+            self.trainer.step_count, pending, tokens, empty=empty, group_size=group_size
+        )
+
+    def close(self) -> None:
+        if self.trace is not None:
+            self.trace.close()
 
     def checkpoint(self, source: EpisodeSource) -> None:
         trainer, directory = self.trainer, self.checkpoints
@@ -175,6 +208,8 @@ class _Run:
         trainer.state["source"] = source.state_dict()
         if self.recorder is not None:
             trainer.state["recorder"] = self.recorder.state_dict()
+        if self.trace is not None:  # waits for the files up to this update
+            trainer.state["trace"] = self.trace.state_dict(trainer.step_count)
         protect = None
         if self.guards is not None:
             trainer.state["guards"] = self.guards.state_dict()
@@ -270,6 +305,7 @@ def fit(
     weights_dir: str | os.PathLike[str] | None = None,
     guards: Guards | None = None,
     max_empty_steps: int | None = None,
+    trace: Trace | None = None,
 ) -> list[dict[str, float]]:
     """Train until ``trainer.step_count == steps``; returns this call's metrics rows (one per
     update, and one per step whose every episode was dropped).
@@ -309,6 +345,9 @@ def fit(
             update: they warn, stop the run, or roll it back to a good checkpoint of ``out``.
         max_empty_steps: Steps in a row whose every episode was dropped before the run stops
             with ``NoTrainableEpisodes``; None: the guards' setting, else 3.
+        trace: Where every episode of every update goes, with the trainer's logprobs and
+            advantages (``agentgym.rollout.traces.Trace``; written by rank 0 off the training
+            thread, resumed and rolled back with the run). Pass it on every rank.
 
     Raises:
         NoTrainableEpisodes: ``max_empty_steps`` steps in a row had no episode to train on (or
@@ -326,17 +365,19 @@ def fit(
     episodes = as_source(_source_for(trainer, source, engine_device))
     episodes = pipelined(episodes, trainer, engine=episodes.engine)  # max_staleness >= 1
     directory = None if out is None else Path(out)
-    run = _Run(directory, trainer, keep_checkpoints, guards, recorder)
-    run.start(episodes, resume)
+    run = _Run(directory, trainer, keep_checkpoints, guards, recorder, trace)
     history, stalls = [], _Stalls(trainer, guards, max_empty_steps)
     try:
+        run.start(episodes, resume)
         while trainer.step_count < steps:
             metrics, batch = _update(trainer, episodes, guards)
+            run.pending += batch
             if not stalls.row(metrics, batch):
                 continue  # dynamic sampling wants more groups
             history.append(metrics)
             if on_metrics is not None:
                 on_metrics(metrics)
+            run.trace_row(metrics)
             verdict = _record(run, guards, metrics, episodes)
             stalls.empty.check(stopping=verdict == "stop")
             if verdict == "rollback":
@@ -348,4 +389,5 @@ def fit(
                 break
     finally:
         close_pipeline(episodes)  # max_staleness >= 1: the background collection
+        run.close()  # the trace's last files
     return history

@@ -6,7 +6,8 @@ The steps are ordered so that a run killed at any moment of a rollback resumes e
 2. rank 0 deletes the checkpoints after it (each loses its manifest first), so a resume can only
    find the good one, whose state replays the same updates and the same rollback;
 3. the event goes to ``fit``'s recorder, which sets the metrics rows after the checkpoint aside
-   (``agentgym train``: from ``metrics.jsonl`` to ``metrics.rolled_back.jsonl``);
+   (``agentgym train``: from ``metrics.jsonl`` to ``metrics.rolled_back.jsonl``), and the
+   trace's files of those updates move to ``traces/_rolled_back/rollback-<k>/``;
 4. the good checkpoint is written again in place, now with the guards' new state (rollbacks
    done, learning-rate scale) and the recorder's, and the run continues from it.
 """
@@ -101,6 +102,8 @@ def roll_back(guards: Any, run: Any, source: Any, target: Path, events: list[dic
     guards._record(events)
     if run.recorder is not None:
         run.recorder.roll_back(trainer.state.get("recorder", {}))
+    if getattr(run, "trace", None) is not None:  # the discarded updates' episodes set aside
+        run.trace.roll_back({"update": trainer.step_count})
     guards.say(
         f"rolled back from update {tripped_at} to the checkpoint of update "
         f"{trainer.step_count}; learning rate x{guards.lr_scale:g} "

@@ -54,7 +54,7 @@ from agentgym.trainers.episodes import (
 )
 from agentgym.trainers.lora import LoraSettings, add_lora, merged_state_dict
 from agentgym.trainers.modules import PolicyModule, ValueModel
-from agentgym.trainers.update import UpdateInputs, run_update
+from agentgym.trainers.update import UpdateInputs, UpdateTokens, run_update
 from agentgym.trainers.weight_sync import check_versions
 
 if TYPE_CHECKING:
@@ -139,6 +139,8 @@ class Trainer:
             config, self.options, backend, self.module, self.reference, self.pad_token_id
         )
         self.engine = engine
+        self.last_tokens: UpdateTokens | None = None
+        """With ``keep_tokens(True)``: the last update's per-token logprobs and advantages."""
         self.step_count = 0
         """Updates done (optimizer steps happen ``ppo_epochs x num_minibatches`` times each)."""
         self.state: dict[str, Any] = {}
@@ -187,11 +189,23 @@ class Trainer:
 
     # -- training ---------------------------------------------------------------------------
 
+    def keep_tokens(self, on: bool = True) -> None:
+        """Keep each update's ``UpdateTokens`` in ``last_tokens`` (the trainer's logprobs and
+        the advantages of every token it trained on; episode traces record them). Computed
+        in the update's own passes; with several ranks, turn it on on every rank."""
+
+        def keep(tokens: UpdateTokens) -> None:
+            self.last_tokens = tokens
+
+        self.update_inputs = dataclasses.replace(self.update_inputs, on_tokens=keep if on else None)
+        self.last_tokens = None
+
     def step(self, episodes: Sequence[Episode], *, push_weights: bool = True) -> dict[str, float]:
         """One update from ``episodes`` (see the module docstring); returns its metrics. With
         ``push_weights`` the new weights go to the attached engine (``apush_weights`` from
         async code)."""
         start = time.perf_counter()
+        self.last_tokens = None
         check_versions(self.engine, episodes)  # a server's samples: of versions pushed here
         k = self.config.max_staleness
         admitted = admit(episodes, self.config.group_size, self.step_count - k if k else None)

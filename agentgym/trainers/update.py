@@ -13,12 +13,13 @@ are computed identically everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from agentgym.core.types import Episode
 from agentgym.trainers.backends.base import Backend
 from agentgym.trainers.batch import TrainBatch, plan_micro_batches, split_minibatches
 from agentgym.trainers.config import AlgorithmConfig, TrainOptions
@@ -33,7 +34,22 @@ from agentgym.trainers.losses import (
 )
 from agentgym.trainers.modules import PolicyModule
 
-__all__ = ["UpdateInputs", "run_update"]
+__all__ = ["UpdateInputs", "UpdateTokens", "run_update"]
+
+
+@dataclass(frozen=True)
+class UpdateTokens:
+    """What an update computed for each token of the episodes it trained on, in episode rows
+    ``[E, T]`` (right-padded with 0; ``episodes[i]`` is row ``i``), handed to
+    ``UpdateInputs.on_tokens`` without a pass of its own (episode traces read it)."""
+
+    episodes: list[Episode]
+    logprobs: Tensor
+    """The trainer's log-probabilities of the sampled tokens (0 elsewhere) at the update: the
+    recomputed π_old when the update recomputes it, else those of each row's first forward
+    pass (π_θ before the update's first optimizer step, for its first minibatch)."""
+    advantages: Tensor
+    """Each token's advantage, as the loss used it (0 on tokens the model did not sample)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,8 @@ class UpdateInputs:
     reference: nn.Module | None
     """The frozen KL reference policy; None without a KL penalty."""
     pad_token_id: int
+    on_tokens: Callable[[UpdateTokens], None] | None = None
+    """Called once per update with its ``UpdateTokens`` (collective with several ranks)."""
 
 
 def _plan(inputs: UpdateInputs, batch: TrainBatch, rows: Sequence[int]) -> list[list[int]]:
@@ -119,8 +137,14 @@ def _no_grad_pass(inputs: UpdateInputs, batch: TrainBatch) -> TrainBatch:
 
 
 def _train_minibatch(
-    inputs: UpdateInputs, batch: TrainBatch, rows: list[int], entropy_coef: float
+    inputs: UpdateInputs,
+    batch: TrainBatch,
+    rows: list[int],
+    entropy_coef: float,
+    *,
+    capture: Tensor | None = None,
 ) -> dict[str, float]:
+    """One optimizer step on ``rows``; ``capture`` (``[R, W]``) gets the rows' logprobs."""
     backend, config = inputs.backend, inputs.config
     normalizer = minibatch_normalizer(config, batch.loss_mask[rows])
 
@@ -134,6 +158,9 @@ def _train_minibatch(
             allowed=micro.allowed,
             entropy_grad=entropy_coef > 0,
         )
+        if capture is not None and micro_rows:
+            seen = out.logprobs.detach().float() * micro.loss_mask
+            capture[micro_rows, : seen.shape[1]] = seen.cpu()
         loss, stats = micro_batch_loss(config, out, micro, normalizer, entropy_coef)
         backend.backward(loss)
         return {name: value.detach().double().cpu() for name, value in stats.items()}
@@ -174,8 +201,15 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
     lr = inputs.backend.learning_rate()  # the first optimizer step's (warm-up moves it after)
     plan = [rows for _ in range(config.ppo_epochs) for rows in minibatches]
     history: list[dict[str, float]] = []
-    for rows in plan:
-        history.append(_train_minibatch(inputs, batch, rows, entropy_coef))
+    recomputed = _needs_old_logprobs(inputs)
+    capture = None
+    if inputs.on_tokens is not None and not recomputed:
+        capture = torch.zeros(batch.token_ids.shape, dtype=torch.float32)
+    for index, rows in enumerate(plan):
+        if capture is not None and index < len(minibatches):  # the first epoch's passes
+            history.append(_train_minibatch(inputs, batch, rows, entropy_coef, capture=capture))
+        else:
+            history.append(_train_minibatch(inputs, batch, rows, entropy_coef))
         # approx_kl is all-reduced, so every rank stops at the same step
         if config.target_kl is not None and history[-1]["approx_kl"] > config.target_kl:
             break
@@ -187,4 +221,30 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
     metrics["sampled_tokens"] = float(batch.loss_mask.sum())
     if config.mask_outcomes:
         metrics["masked_episodes"] = float(len(masked))
+    if inputs.on_tokens is not None:
+        _hand_out(inputs, samples, batch, capture)
     return metrics
+
+
+def _hand_out(
+    inputs: UpdateInputs, samples: Sequence[Sample], batch: TrainBatch, capture: Tensor | None
+) -> None:
+    """``inputs.on_tokens`` with the update's logprobs and advantages, in episode rows."""
+    hook, old, advantages = inputs.on_tokens, batch.old_logprobs, batch.advantages
+    if hook is None or advantages is None:
+        return
+    if capture is not None:  # rows are disjoint across ranks: the sum assembles them
+        logprobs = inputs.backend.all_reduce(capture)
+    elif old is not None:  # π_old was recomputed before the update: the trainer's own
+        logprobs = old.float() * batch.loss_mask
+    else:
+        return
+    rows = batch.rows
+    mask = rows.to_episodes(batch.loss_mask)
+    hook(
+        UpdateTokens(
+            [s.episode for s in samples],
+            rows.to_episodes(logprobs),
+            rows.to_episodes(advantages.float()) * mask,
+        )
+    )

@@ -144,6 +144,7 @@ def fit_worker(out: Path, steps: int, kill_in_save: int | None) -> None:
 
     from agentgym import models
     from agentgym.recipes.run_folder import RunFolder
+    from agentgym.rollout.traces import Trace
     from agentgym.trainers import checkpoint, fit, make
 
     if kill_in_save is not None:
@@ -157,7 +158,16 @@ def fit_worker(out: Path, steps: int, kill_in_save: int | None) -> None:
         checkpoint._publish = killing_publish  # type: ignore[assignment]
     trainer = make("grpo", "torch", policy=models.load(seed=0), config=FIT_CONFIG)
     source = SyntheticSource(FIT_CONFIG["group_size"])
-    fit(trainer, source, steps=steps, out=out, checkpoint_every=1, recorder=RunFolder(out))
+    recorder = RunFolder(out)
+    fit(
+        trainer,
+        source,
+        steps=steps,
+        out=out,
+        checkpoint_every=1,
+        recorder=recorder,
+        trace=Trace(out),
+    )
     torch.save(trainer.policy_state_dict(), out / "final.pt")
 
 

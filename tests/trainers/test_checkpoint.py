@@ -13,12 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from agentgym import models
 from agentgym.error import ConfigError
 from agentgym.recipes.run_folder import RunFolder
+from agentgym.rollout import traces
+from agentgym.rollout.traces import Trace
 from agentgym.trainers import checkpoint, find_latest, fit, make
 
 from .ds_step import CONFIGS, FIT_CONFIG, NOT_COMPARED, SyntheticSource, synthetic_episodes
@@ -163,6 +166,10 @@ HANG = 900.0
 """Seconds a fit worker may take before the test calls it a hang."""
 
 
+def traced_updates(out: Path) -> list[int]:
+    return sorted(set(traces.read(out)["update"].tolist()))
+
+
 def logged_steps(out: Path) -> list[float]:
     text = (out / "metrics.jsonl").read_text() if (out / "metrics.jsonl").exists() else ""
     return [json.loads(line)["step"] for line in text.splitlines()]
@@ -179,6 +186,7 @@ def test_sigkill_at_any_moment_resumes_without_repeating_or_skipping(tmp_path):
     )
     assert killed.returncode == -signal.SIGKILL  # killed mid-save of update 3
     assert logged_steps(out) == [1, 2, 3]  # update 3 was logged before its save
+    assert traced_updates(out) == [1, 2, 3]  # its trace too: a checkpoint waits for it
     assert find_latest(out / "checkpoints") == out / "checkpoints" / "step-00000002"
 
     # Resume, and kill again at a random moment once update 4 is logged.
@@ -203,7 +211,14 @@ def test_sigkill_at_any_moment_resumes_without_repeating_or_skipping(tmp_path):
         out=straight,
         checkpoint_every=1,
         recorder=RunFolder(straight),
+        trace=Trace(straight),
     )
+    # the trace continues: every update once, as a run never killed wrote it
+    ours, theirs = traces.read(out), traces.read(straight)
+    assert ours["update"].tolist() == theirs["update"].tolist() == sorted([1, 2, 3, 4, 5, 6] * 8)
+    for name in ("token_ids", "loss_mask", "logprobs", "trainer_logprobs", "advantages"):
+        for a, b in zip(ours[name], theirs[name], strict=True):
+            np.testing.assert_array_equal(a, b)
     resumed_lines = (out / "metrics.jsonl").read_text().splitlines()
     straight_lines = (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
     for a, b in zip(resumed_lines, straight_lines, strict=True):

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,6 +17,8 @@ from agentgym import models
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode, Turn, assistant
 from agentgym.recipes.run_folder import EVENTS_FILE, ROLLED_BACK_FILE, RunFolder
+from agentgym.rollout import traces
+from agentgym.rollout.traces import Trace
 from agentgym.trainers import fit, make
 from agentgym.trainers.guards import Guards, GuardsConfig
 
@@ -201,6 +204,7 @@ def run_to(
             on_metrics=maybe_kill,
             guards=guards,
             recorder=RunFolder(out),
+            trace=Trace(out),
         )
     return trainer, guards
 
@@ -224,6 +228,12 @@ def test_rollback_returns_to_a_good_checkpoint_with_a_lower_learning_rate(tmp_pa
     assert [row["step"] for row in discarded] == [4, 5]
     assert discarded[1]["guards/flagged_rate"] > 0
     assert json.loads((tmp_path / EVENTS_FILE).read_text()) == event
+    # the trace: updates 1-7 once each; the discarded 4 and 5 set aside, the flag in 5
+    assert traces.read(tmp_path)["update"].unique().tolist() == [1, 2, 3, 4, 5, 6, 7]
+    aside = traces.read(tmp_path / "traces" / "_rolled_back" / "rollback-1")
+    assert aside["update"].unique().tolist() == [4, 5]
+    flagged = aside[aside["infos"].str.contains("edited the tests")]
+    assert flagged["update"].tolist() == [5]
 
 
 def test_pruning_keeps_the_checkpoint_a_rollback_needs(tmp_path):
@@ -251,5 +261,11 @@ def test_resume_after_a_rollback_is_exact(tmp_path, kill_at, staleness):
     for name in ("metrics.jsonl", ROLLED_BACK_FILE):
         assert lines(tmp_path / "run" / name) == lines(tmp_path / "straight" / name), name
     assert len(lines(tmp_path / "run" / EVENTS_FILE)) == 1
+    for folder in ("traces", "traces/_rolled_back/rollback-1"):
+        ours, theirs = (traces.read(tmp_path / r / folder) for r in ("run", "straight"))
+        assert ours["update"].tolist() == theirs["update"].tolist(), folder
+        for name in ("token_ids", "trainer_logprobs", "advantages"):
+            for a, b in zip(ours[name], theirs[name], strict=True):
+                np.testing.assert_array_equal(a, b)
     for name, tensor in straight.policy_state_dict().items():
         assert torch.equal(resumed.policy_state_dict()[name], tensor), name
