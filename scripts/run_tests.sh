@@ -30,7 +30,7 @@ LEARNING=${LEARNING:-tests/recipes/test_frozenlake_learns.py}
 # Service-free: no docker, bubblewrap or Chromium (the env families that use them are elsewhere).
 # shellcheck disable=SC2206  # paths without spaces
 EARLY=(${EARLY:-tests/core tests/trainers tests/rollout tests/inference tests/models
-    tests/multiagent tests/registry tests/utils tests/integrations tests/recipes
+    tests/multiagent tests/registry tests/utils tests/integrations tests/recipes tests/gateway
     tests/test_gpu_check.py tests/test_layers.py tests/test_wrappers.py
     tests/test_deprecations.py tests/test_collection.py})
 # shellcheck disable=SC2206

@@ -1,5 +1,6 @@
 """The SWE-v0 recipe (DeepSWE's GRPO++): found by (env, algo), its settings, and a few updates
-of the tiny policy on shipped tasks in the local sandbox."""
+of the tiny policy on shipped tasks in the local sandbox. Here, not in tests/recipes: CI's early
+run takes tests/recipes before bubblewrap is installed (scripts/run_tests.sh)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from agentgym import models
@@ -17,6 +19,15 @@ from agentgym.trainers.algorithms.advantages import AdvantageEstimator
 from agentgym.trainers.algorithms.aggregation import Aggregation
 
 SWE = "agentgym/SWE-v0"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread, as the other trainer tests (the machine is shared)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_the_swe_recipe_is_found_by_env_and_algo_and_holds_deepswe_s_settings():
