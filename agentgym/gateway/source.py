@@ -112,6 +112,7 @@ class AgentProgramSource(SourceBase):
         group_size: runs per task (``config.group_size``).
         reward: None (the program returns its reward), a function ``(task, result)``, or an
             env id that grades the program's final answer.
+        env_kwargs: arguments of ``gym.make`` for that env (e.g. ``{"sandbox": "docker"}``).
         seed: the task order's seed.
         max_concurrency: programs running at once.
         deadline: seconds a program may run.
@@ -131,6 +132,7 @@ class AgentProgramSource(SourceBase):
         *,
         group_size: int,
         reward: str | Reward | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
         seed: int = 0,
         max_concurrency: int = 64,
         deadline: float = 600.0,
@@ -149,6 +151,7 @@ class AgentProgramSource(SourceBase):
         self.tasks = load_tasks(tasks)
         self.group_size, self.seed = group_size, seed
         self.reward = reward
+        self.env_kwargs = dict(env_kwargs or {})
         self.max_concurrency, self.deadline = max_concurrency, deadline
         self.model_name = model_name
         self.position = 0
@@ -225,7 +228,7 @@ class AgentProgramSource(SourceBase):
         env = None
         try:
             if isinstance(self.reward, str):
-                env, task = await asyncio.to_thread(_reset, self.reward, task)
+                env, task = await asyncio.to_thread(_reset, self.reward, task, self.env_kwargs)
             try:
                 result = await asyncio.wait_for(self.agent(client, task), self.deadline)
             except TimeoutError:
@@ -287,10 +290,12 @@ def _number(value: Any, who: str) -> float:
     return float(value)
 
 
-def _reset(env_id: str, task: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _reset(
+    env_id: str, task: dict[str, Any], kwargs: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     import gymnasium as gym
 
-    env = gym.make(env_id)
+    env = gym.make(env_id, **kwargs)
     observation, info = env.reset(seed=task.get("seed"), options=task.get("options"))
     tools = info.get("tools") or []
     return env, {**task, "messages": [dict(m) for m in observation], "tools": list(tools)}
