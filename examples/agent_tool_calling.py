@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="per model call")
     parser.add_argument("--max-calls", type=int, default=4, help="model calls per episode")
     parser.add_argument("--learning-rate", type=float, default=1e-5)
+    parser.add_argument("--entropy-coef", type=float, default=0.0, help="exploration bonus")
     parser.add_argument("--sandbox", default="auto", help="auto, local, docker or unsafe-local")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -132,6 +133,7 @@ def main() -> None:
             "batch_size": args.groups * args.group_size,
             "learning_rate": args.learning_rate,
             "max_new_tokens": args.max_tokens,
+            "entropy_coef": args.entropy_coef,
             "seed": args.seed,
         },
     )
