@@ -233,7 +233,7 @@ class AgentProgramSource(SourceBase):
                 result = await asyncio.wait_for(self.agent(client, task), self.deadline)
             except TimeoutError:
                 cause = f"the agent program ran past its deadline of {self.deadline:g} s"
-                return _ended(gateway.close(session, 0.0, {TIMED_OUT: True, ERROR: cause}))
+                return _ended(gateway.close(session, 0.0, {TIMED_OUT: True, ERROR: cause}), cause)
             except Exception as e:
                 cause = f"the agent program raised {type(e).__name__}: {e}"
                 return _failed(gateway, session, cause)
@@ -310,8 +310,8 @@ def _failed(gateway: Gateway, session: str, cause: str) -> Episode:
     return episode
 
 
-def _ended(episode: Episode) -> Episode:
-    if not episode.turns:  # timed out before its first call: nothing to score
-        episode.reset_info = {INFRA_ERROR: True, ERROR: "timed out before calling the model"}
+def _ended(episode: Episode, cause: str) -> Episode:
+    if not episode.turns:  # no call answered (none made, or the first still sampling): no tokens
+        episode.reset_info = {INFRA_ERROR: True, ERROR: f"{cause}, before any model call answered"}
         episode.trainable = False
     return episode
