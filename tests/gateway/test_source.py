@@ -239,9 +239,9 @@ class StallingEngine:
 
 
 @pytest.mark.parametrize("stall", ["Sure?", "1 + 1?"], ids=["second-call", "first-call"])
-def test_a_program_blocked_in_a_model_call_at_its_deadline_is_cancelled(stall, monkeypatch):
-    _, tok = models.load(seed=0)
-    engine = StallingEngine(tok, stall)
+def test_a_program_blocked_in_a_model_call_at_its_deadline_is_cancelled(stall, engine, monkeypatch):
+    _, tok = engine  # its tokenizer; the engine here is the stalling one
+    stalling = StallingEngine(tok, stall)
     gateways: list[Gateway] = []
 
     class Recorded(Gateway):
@@ -251,11 +251,11 @@ def test_a_program_blocked_in_a_model_call_at_its_deadline_is_cancelled(stall, m
 
     monkeypatch.setattr(source_module, "Gateway", Recorded)
     tasks = [{"task_id": "a", "kind": "answers", "question": "1 + 1?"}]
-    source = AgentProgramSource(engine, tok, behaving, tasks, group_size=2, deadline=0.5)
+    source = AgentProgramSource(stalling, tok, behaving, tasks, group_size=2, deadline=0.5)
     episodes = source.collect(1)
 
-    assert engine.cancelled == 2  # each program's blocked call was cancelled ...
-    assert engine.ended == engine.started  # ... and no call of the engine is left running
+    assert stalling.cancelled == 2  # each program's blocked call was cancelled ...
+    assert stalling.ended == stalling.started  # ... and no call of the engine is left running
     loop = aio._thread_loop()
     assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
     [gateway] = gateways
