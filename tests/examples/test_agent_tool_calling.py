@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,18 @@ class ScriptedEngine:
         return Completion(ids, [-1.0] * len(ids), "stop", text=text)
 
 
-@pytest.mark.skipif(not bwrap_usable(), reason="bubblewrap cannot run here")
 @pytest.mark.parametrize(
     ("answer", "reward"), [(HAS_CLOSE, 1.0), (WRONG, 0.0)], ids=["right", "wrong"]
 )
 def test_tool_calls_run_in_the_sandbox_and_code_v0_grades_the_answer(
     answer: str, reward: float, tmp_path: Path
 ) -> None:
-    _, tok = models.load(seed=0)
+    if not bwrap_usable():  # skipped where bubblewrap cannot run, failed in CI (as tests/sandbox)
+        reason = "bubblewrap (bwrap) is not installed or cannot create namespaces here"
+        if os.environ.get("AGENTGYM_REQUIRE_DOCKER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    tok = models.load_tokenizer()  # the tiny policy's: no model runs here
     host_file = tmp_path / "host-secret.txt"
     host_file.write_text("on the host")
     probe = f"import os\nprint(6 * 7)\nprint(os.path.exists({str(host_file)!r}))"
