@@ -145,7 +145,7 @@ def test_react_frozenlake_plays_through_the_scaffold_and_trains(tmp_path: Path) 
     assert result["updates"] == 1
 
 
-@pytest.mark.slow  # ~40 s wall, ~12 s CPU each on 2 shared cores
+@pytest.mark.slow  # ~30 s wall, ~14 s CPU each on 2 shared cores
 @pytest.mark.parametrize(
     ("script", "extra"),
     [
