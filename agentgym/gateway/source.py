@@ -145,6 +145,13 @@ class AgentProgramSource(SourceBase):
                 raise ConfigError(name, value, "must be an int >= 1", "use e.g. 4")
         if not deadline > 0:
             raise ConfigError("deadline", deadline, "must be > 0 seconds", "use e.g. 600")
+        if env_kwargs and not isinstance(reward, str):
+            raise ConfigError(
+                "env_kwargs",
+                dict(env_kwargs),
+                "are for an env that grades the answer, but reward is not an env id",
+                'pass reward="agentgym/<Env>", or drop env_kwargs',
+            )
         self.engine = engine
         self.tokenizer = tokenizer
         self.agent = load_program(agent)

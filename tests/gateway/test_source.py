@@ -128,6 +128,8 @@ def test_bad_programs_and_tasks_are_refused_with_the_fix(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps({"q": i}) + "\n" for i in range(3)))
     assert len(AgentProgramSource(None, None, behaving, good, group_size=1).tasks) == 3
+    with pytest.raises(ConfigError, match="reward is not an env id"):
+        AgentProgramSource(None, None, behaving, good, group_size=1, env_kwargs={"sandbox": "x"})
 
 
 async def tool_loop(client, task: dict) -> float:
