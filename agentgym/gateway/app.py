@@ -22,6 +22,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -56,6 +57,9 @@ __all__ = ["SESSION_HEADER", "Gateway", "GatewayError", "gateway_routes"]
 
 SESSION_HEADER = "X-Session-Id"
 """The header that names the session on the ``/v1/...`` routes."""
+MAX_CLOSED = 100_000
+"""Closed session ids a gateway remembers by default (a few MB): a late call to one of them is
+answered 409 ``session_closed``; to an older one, 404 ``session_not_found``."""
 
 
 class Gateway:
@@ -67,6 +71,8 @@ class Gateway:
         tokenizer: the policy's tokenizer (its chat template renders the prompts).
         model_name: the name(s) requests must give as their model (none named: served).
         tool_parser: how tool calls are parsed from sampled text (``hermes`` by default).
+        max_closed: closed session ids remembered, latest first (a long-running gateway must
+            not grow without bound); a call to an id forgotten since is answered 404.
     """
 
     def __init__(
@@ -76,13 +82,18 @@ class Gateway:
         *,
         model_name: str | Sequence[str] = TINY_NAME,
         tool_parser: str = "hermes",
+        max_closed: int = MAX_CLOSED,
     ) -> None:
+        if isinstance(max_closed, bool) or not isinstance(max_closed, int) or max_closed < 1:
+            raise ConfigError("max_closed", max_closed, "must be an int >= 1", "use e.g. 10000")
         self.engine, self.tokenizer = engine, tokenizer
         self.names = served_names(None, model_name)
         self.base = _Routes(engine, tokenizer, self.names, tool_parser)
         self.renderer = ChatRenderer(tokenizer)
         self.sessions: dict[str, Session] = {}
-        self.closed: set[str] = set()
+        self.max_closed = max_closed
+        self.closed: OrderedDict[str, None] = OrderedDict()
+        """The ids of the latest ``max_closed`` closed sessions, oldest first."""
 
     # --- sessions ------------------------------------------------------------------------------
 
@@ -111,7 +122,9 @@ class Gateway:
         session = self.session(session_id)
         session.closed = True
         del self.sessions[session_id]
-        self.closed.add(session_id)
+        self.closed[session_id] = None
+        while len(self.closed) > self.max_closed:
+            self.closed.popitem(last=False)
         return session.episode(reward, info)
 
     def session(self, session_id: str) -> Session:
@@ -128,8 +141,10 @@ class Gateway:
                 "session_closed",
             )
         raise GatewayError(
-            f"the session `{session_id}` does not exist. Fix: use the base URL of a session the "
-            "gateway opened (…/sessions/<id>/v1), or open one with POST /sessions",
+            f"unknown or expired session `{session_id}`: the gateway never opened it, or it was "
+            f"closed before the latest {self.max_closed} closed sessions and forgotten. Fix: use "
+            "the base URL of an open session (…/sessions/<id>/v1), or open one with "
+            "POST /sessions",
             404,
             "session_not_found",
         )

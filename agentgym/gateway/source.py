@@ -112,6 +112,7 @@ class AgentProgramSource(SourceBase):
         group_size: runs per task (``config.group_size``).
         reward: None (the program returns its reward), a function ``(task, result)``, or an
             env id that grades the program's final answer.
+        env_kwargs: arguments of ``gym.make`` for that env (e.g. ``{"sandbox": "docker"}``).
         seed: the task order's seed.
         max_concurrency: programs running at once.
         deadline: seconds a program may run.
@@ -131,6 +132,7 @@ class AgentProgramSource(SourceBase):
         *,
         group_size: int,
         reward: str | Reward | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
         seed: int = 0,
         max_concurrency: int = 64,
         deadline: float = 600.0,
@@ -143,12 +145,20 @@ class AgentProgramSource(SourceBase):
                 raise ConfigError(name, value, "must be an int >= 1", "use e.g. 4")
         if not deadline > 0:
             raise ConfigError("deadline", deadline, "must be > 0 seconds", "use e.g. 600")
+        if env_kwargs and not isinstance(reward, str):
+            raise ConfigError(
+                "env_kwargs",
+                dict(env_kwargs),
+                "are for an env that grades the answer, but reward is not an env id",
+                'pass reward="agentgym/<Env>", or drop env_kwargs',
+            )
         self.engine = engine
         self.tokenizer = tokenizer
         self.agent = load_program(agent)
         self.tasks = load_tasks(tasks)
         self.group_size, self.seed = group_size, seed
         self.reward = reward
+        self.env_kwargs = dict(env_kwargs or {})
         self.max_concurrency, self.deadline = max_concurrency, deadline
         self.model_name = model_name
         self.position = 0
@@ -225,12 +235,12 @@ class AgentProgramSource(SourceBase):
         env = None
         try:
             if isinstance(self.reward, str):
-                env, task = await asyncio.to_thread(_reset, self.reward, task)
+                env, task = await asyncio.to_thread(_reset, self.reward, task, self.env_kwargs)
             try:
                 result = await asyncio.wait_for(self.agent(client, task), self.deadline)
             except TimeoutError:
                 cause = f"the agent program ran past its deadline of {self.deadline:g} s"
-                return _ended(gateway.close(session, 0.0, {TIMED_OUT: True, ERROR: cause}))
+                return _ended(gateway.close(session, 0.0, {TIMED_OUT: True, ERROR: cause}), cause)
             except Exception as e:
                 cause = f"the agent program raised {type(e).__name__}: {e}"
                 return _failed(gateway, session, cause)
@@ -287,10 +297,12 @@ def _number(value: Any, who: str) -> float:
     return float(value)
 
 
-def _reset(env_id: str, task: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _reset(
+    env_id: str, task: dict[str, Any], kwargs: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     import gymnasium as gym
 
-    env = gym.make(env_id)
+    env = gym.make(env_id, **kwargs)
     observation, info = env.reset(seed=task.get("seed"), options=task.get("options"))
     tools = info.get("tools") or []
     return env, {**task, "messages": [dict(m) for m in observation], "tools": list(tools)}
@@ -305,8 +317,8 @@ def _failed(gateway: Gateway, session: str, cause: str) -> Episode:
     return episode
 
 
-def _ended(episode: Episode) -> Episode:
-    if not episode.turns:  # timed out before its first call: nothing to score
-        episode.reset_info = {INFRA_ERROR: True, ERROR: "timed out before calling the model"}
+def _ended(episode: Episode, cause: str) -> Episode:
+    if not episode.turns:  # no call answered (none made, or the first still sampling): no tokens
+        episode.reset_info = {INFRA_ERROR: True, ERROR: f"{cause}, before any model call answered"}
         episode.trainable = False
     return episode

@@ -14,6 +14,7 @@ import openai
 import pytest
 import torch
 
+from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
 from agentgym.gateway import Gateway, gateway_routes
 from agentgym.inference import HFEngine, sampling_logprobs
@@ -431,3 +432,27 @@ def test_sub_agents_in_one_session_are_contexts_of_their_own(free_gateway):
     gaps = teacher_forced_gaps(model, episode)
     assert len(gaps) == sum(episode.loss_mask)
     assert max(gaps) < 1e-4
+
+
+def test_closed_session_ids_are_remembered_up_to_a_bound():
+    _, tok = plain()
+    gateway = Gateway(object(), tok, max_closed=2)  # no call reaches the engine
+    ids = [gateway.open() for _ in range(3)]
+    for session_id in ids:
+        gateway.close(session_id)
+    assert list(gateway.closed) == ids[1:]  # the oldest was forgotten: memory stays bounded
+
+    async def call(session_id: str) -> None:
+        await client(gateway, session_id, max_retries=0).chat.completions.create(
+            model="agentgym-tiny", messages=[{"role": "user", "content": "hi"}]
+        )
+
+    with pytest.raises(openai.NotFoundError, match="unknown or expired session") as forgotten:
+        asyncio.run(call(ids[0]))
+    assert forgotten.value.code == "session_not_found"
+    with pytest.raises(openai.ConflictError, match="was closed") as remembered:
+        asyncio.run(call(ids[2]))
+    assert remembered.value.code == "session_closed"
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="max_closed"):
+            Gateway(object(), tok, max_closed=bad)

@@ -12,10 +12,14 @@ import pytest
 import torch
 
 from agentgym import models
+from agentgym.core import aio
 from agentgym.core.errors import ConfigError
 from agentgym.core.types import Episode
+from agentgym.gateway import source as source_module
+from agentgym.gateway.app import Gateway
 from agentgym.gateway.source import AgentProgramSource, load_program
 from agentgym.inference import HFEngine
+from agentgym.inference.base import Completion
 
 torch.set_num_threads(1)
 
@@ -124,6 +128,8 @@ def test_bad_programs_and_tasks_are_refused_with_the_fix(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text("".join(json.dumps({"q": i}) + "\n" for i in range(3)))
     assert len(AgentProgramSource(None, None, behaving, good, group_size=1).tasks) == 3
+    with pytest.raises(ConfigError, match="reward is not an env id"):
+        AgentProgramSource(None, None, behaving, good, group_size=1, env_kwargs={"sandbox": "x"})
 
 
 async def tool_loop(client, task: dict) -> float:
@@ -210,3 +216,64 @@ def test_a_curriculum_picks_the_tasks_and_is_checkpointed(engine):
     assert again.curriculum.state_dict() == source.curriculum.state_dict()
     with pytest.raises(ConfigError, match="curriculum"):
         AgentProgramSource(engine, tok, behaving, tasks, group_size=1, curriculum="hardest")
+
+
+class StallingEngine:
+    """Answers at once, except a prompt that holds ``stall``: that call never answers. Counts
+    the calls that started, ended and were cancelled."""
+
+    def __init__(self, tokenizer, stall: str) -> None:
+        self.tokenizer, self.stall = tokenizer, stall
+        self.started = self.ended = self.cancelled = 0
+
+    async def generate(self, prompt, sampling) -> Completion:
+        self.started += 1
+        try:
+            if self.stall in self.tokenizer.decode(prompt):
+                await asyncio.Event().wait()  # forever, until cancelled
+            ids = self.tokenizer.encode("fine", add_special_tokens=False)
+            return Completion(ids, [-0.5] * len(ids), "length", text="fine")
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.ended += 1
+
+
+@pytest.mark.parametrize("stall", ["Sure?", "1 + 1?"], ids=["second-call", "first-call"])
+def test_a_program_blocked_in_a_model_call_at_its_deadline_is_cancelled(stall, engine, monkeypatch):
+    _, tok = engine  # its tokenizer; the engine here is the stalling one
+    stalling = StallingEngine(tok, stall)
+    gateways: list[Gateway] = []
+
+    class Recorded(Gateway):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            gateways.append(self)
+
+    monkeypatch.setattr(source_module, "Gateway", Recorded)
+    tasks = [{"task_id": "a", "kind": "answers", "question": "1 + 1?"}]
+    source = AgentProgramSource(stalling, tok, behaving, tasks, group_size=2, deadline=0.5)
+    episodes = source.collect(1)
+
+    assert stalling.cancelled == 2  # each program's blocked call was cancelled ...
+    assert stalling.ended == stalling.started  # ... and no call of the engine is left running
+    loop = aio._thread_loop()
+    assert [t for t in asyncio.all_tasks(loop) if not t.done()] == []
+    [gateway] = gateways
+    assert gateway.sessions == {}  # both sessions closed ...
+    assert len(gateway.closed) == 2  # ... and later calls to them are answered 409
+    for episode in episodes:
+        cause = episode.turns[-1].info["error"] if episode.turns else episode.cause
+        assert "ran past its deadline of 0.5 s" in str(cause)
+        if stall == "Sure?":  # blocked in its second call: scored on the first, reward 0
+            assert episode.outcome == "timeout"
+            assert len(episode.turns) == 1
+            assert episode.total_reward == 0.0
+            assert episode.trainable
+        else:  # no call answered: nothing to train on, dropped with the cause
+            assert episode.outcome == "infra"
+            assert episode.turns == []
+            assert not episode.trainable
+            assert "before any model call answered" in str(cause)
+    assert source.stats.get("programs/timeout", 0.0) == (2.0 if stall == "Sure?" else 0.0)
