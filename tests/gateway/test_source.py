@@ -191,6 +191,13 @@ def test_agentgym_train_trains_an_agent_program_by_name(tmp_path, capsys):
     assert [row["step"] for row in rows] == [1, 2]
     assert json.loads((out / "run.json").read_text())["run"]["agent"] == argv[2]
     assert json.loads((out / "summary.json").read_text())["steps"] == 2
+    # The run's trace holds the programs' episodes as it holds an env's (docs/traces.md).
+    from agentgym.rollout import traces
+
+    traced = traces.read(out)
+    assert sorted(set(traced["update"])) == [1, 2]
+    assert set(traced["outcome"]) <= {"success", "failed", "timeout"}
+    assert all(len(ids) > 0 for ids in traced["token_ids"])
     assert main(["train", "--agent", "tests.gateway.agents:chatter", "--out", str(out)]) == 2
     assert "tasks=None: is needed" in capsys.readouterr().err
 
