@@ -10,7 +10,7 @@ function el(tag, attrs, ...children) {
     if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v);
   }
-  for (const c of children.flat()) node.append(c instanceof Node ? c : String(c ?? ""));
+  for (const c of children.flat(Infinity)) node.append(c instanceof Node ? c : String(c ?? ""));
   return node;
 }
 
