@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentgym.view.data import RunData, TraceFileError
-
 __all__ = ["add_view_arguments", "run_view"]
 
 
@@ -25,9 +23,10 @@ def add_view_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_view(args: argparse.Namespace) -> int:
     """Check the trace, then serve the viewer until Ctrl-C."""
-    import uvicorn
+    import uvicorn  # here, so that --help needs neither uvicorn nor pyarrow
 
     from agentgym.view.app import make_app
+    from agentgym.view.data import RunData, TraceFileError
 
     if not 0 <= args.port <= 65535:
         print(f"agentgym view: error: --port {args.port} is not a port (0 to 65535)",

@@ -5,6 +5,7 @@ update file shows up, and a missing, truncated or corrupt trace is named in a cl
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
-from agentgym.cli import main
+from agentgym.cli import build_parser, main
 from agentgym.rollout import traces
 from agentgym.view import RunData, TraceFileError, make_app
 
@@ -155,3 +156,26 @@ def test_a_missing_path_or_a_folder_without_a_trace_is_a_clear_cli_error(tmp_pat
     assert "holds no trace" in capsys.readouterr().err
     assert main(["view", str(tmp_path), "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
+
+
+def test_agentgym_train_ends_with_the_view_command_for_its_run(tiny_run, capsys):
+    last = (tiny_run.parent / "train.stdout").read_text().splitlines()[-1]
+    assert last == f"see the run in a browser: agentgym view {tiny_run} (docs/view.md)"
+    command = shlex.split(last.split(": ", 1)[1].removesuffix(" (docs/view.md)"))
+    parsed = build_parser().parse_args([*command[1:], "--port", "0"])
+    assert (parsed.command, parsed.path) == ("view", str(tiny_run))
+    assert RunData(parsed.path).table().num_rows == 8
+
+
+def test_a_second_run_is_served_beside_the_first(tiny_run, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run / "traces", other / "traces")
+    (other / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.5}\n')
+    client = TestClient(make_app([RunData(tiny_run), RunData(other)]))
+    first, second = client.get("/api/run").json(), client.get("/api/run?run=1").json()
+    assert first["runs"] == second["runs"] == [str(tiny_run), str(other)]
+    assert second["metrics"] == [{"step": 1, "reward_mean": 0.5}]
+    assert second["config"] is None
+    wrong = client.get("/api/run?run=2")
+    assert wrong.status_code == 400
+    assert "run=2 is not one of the 2 runs" in wrong.json()["error"]
