@@ -17,7 +17,6 @@ def add_view_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compare", metavar="PATH", help="a second run whose curves are drawn beside the first"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     parser.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
 
 
@@ -39,7 +38,8 @@ def run_view(args: argparse.Namespace) -> int:
     except TraceFileError as e:
         print(f"agentgym view: error: {e}", file=sys.stderr)
         return 2
-    config = uvicorn.Config(make_app(runs), host=args.host, port=args.port, log_level="warning")
+    # 127.0.0.1 only: a trace holds prompts and model output; reach it remotely over ssh -L
+    config = uvicorn.Config(make_app(runs), host="127.0.0.1", port=args.port, log_level="warning")
     server = uvicorn.Server(config)
     print(f"agentgym view: serving {args.path} (Ctrl-C stops)", flush=True)
     original = server.startup

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from agentgym.cli import build_parser, main
 from agentgym.rollout import traces
-from agentgym.view import RunData, TraceFileError, make_app
+from agentgym.view import Filters, RunData, TraceFileError, make_app
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +179,14 @@ def test_a_second_run_is_served_beside_the_first(tiny_run, tmp_path):
     wrong = client.get("/api/run?run=2")
     assert wrong.status_code == 400
     assert "run=2 is not one of the 2 runs" in wrong.json()["error"]
+
+
+def test_an_eval_output_or_one_trace_file_is_viewed_too(tiny_run, tmp_path):
+    output = tmp_path / "e.jsonl"  # agentgym eval --output e.jsonl writes e.jsonl.traces/
+    output.write_text("")
+    shutil.copytree(tiny_run / "traces", tmp_path / "e.jsonl.traces")
+    assert RunData(output).search(Filters()).get("total") == 8
+    assert RunData(output).run_info()["metrics"] == []
+    one = RunData(tiny_run / "traces" / "update-00000002.parquet")
+    assert [e["update"] for e in one.search(Filters())["episodes"]] == [2, 2, 2, 2]
+    assert one.episode(2, 3)["tokens"]["text"]
