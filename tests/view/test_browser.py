@@ -147,9 +147,14 @@ def test_the_page_follows_a_run_still_training(tiny_run, browser, tmp_path):
         hidden.rename(run / "traces" / "update-00000002.parquet")
         with (run / "metrics.jsonl").open("a") as file:
             file.write(rows[1] + "\n")
+        event = {"update": 2, "monitor": "entropy_collapse", "action": "warn", "message": "low"}
+        (run / "guards.jsonl").write_text(json.dumps(event) + "\n")
         expect(page.locator("#live-status")).to_contain_text("2 update files, 2 metrics rows")
         expect(page.locator("#result-count")).to_contain_text("8 episodes")
         page.click("header >> text=run")
         expect(page.locator("#update-links a")).to_have_count(2)
         expect(page.locator("svg.plot circle.point")).to_have_count(2)
-        assert json.loads(rows[1])["step"] == 2
+        expect(page.locator("svg.plot line.event")).to_have_count(1)  # the guard event, marked
+        expect(page.locator("svg.plot line.event title")).to_have_text(
+            "guard entropy_collapse: warn — low"
+        )
