@@ -9,7 +9,8 @@ test client: the server's own code, no socket):
 - first page: what the browser fetches to show the run (``/``, ``/api/run``, ``/api/updates``)
   and the first page of the episode list (``/api/episodes``), on a fresh app (nothing cached);
 - the list again with a filter (``outcome=success``), warm;
-- episode page: ``/api/episode`` for one episode in the middle of the trace.
+- episode page: ``/api/episode`` for one episode in the middle of the trace;
+- the look-here lists (``/api/look``) on a fresh app: they read the mask and logprob columns.
 
 The peer baseline does the same with plain pandas: ``pd.read_parquet(folder)`` (every column)
 then the first 50 rows; and ``pd.read_parquet(folder, filters=...)`` for one episode. Each figure
@@ -139,6 +140,10 @@ def measure(folder: Path, update: int, index: int, repeats: int) -> dict[str, fl
         found = warm.get("/api/episode", params={"update": update, "index": index}).json()
         assert (found["update"], found["index"]) == (update, index)
 
+    def look() -> None:
+        client = TestClient(make_app([RunData(folder)]))  # fresh: the lists read token columns
+        assert client.get("/api/look").json()["largest drift"]
+
     def pandas_first_page() -> None:
         frame = pd.read_parquet(folder / "traces")
         assert len(frame.head(50)) == 50
@@ -151,6 +156,7 @@ def measure(folder: Path, update: int, index: int, repeats: int) -> dict[str, fl
         "view_first_page_s": timed(first_page, repeats),
         "view_filtered_page_warm_s": timed(filtered, repeats),
         "view_episode_page_s": timed(episode, repeats),
+        "view_look_here_cold_s": timed(look, repeats),
         "pandas_first_page_s": timed(pandas_first_page, repeats),
         "pandas_episode_s": timed(pandas_episode, repeats),
     }
@@ -180,6 +186,7 @@ def main() -> None:
     print(f"{'filtered page (warm)':28}{figures['view_filtered_page_warm_s'] * 1e3:>12.0f} ms")
     print(f"{'one episode page':28}{figures['view_episode_page_s'] * 1e3:>12.0f} ms"
           f"{figures['pandas_episode_s'] * 1e3:>12.0f} ms")  # fmt: skip
+    print(f"{'look-here lists (cold)':28}{figures['view_look_here_cold_s'] * 1e3:>12.0f} ms")
     if args.json:
         Path(args.json).write_text(json.dumps({**vars(args), **figures, "bytes": size}, indent=2))
 

@@ -290,24 +290,22 @@ class RunData:
         answer = np.bincount(parents[flat_mask], minlength=n)
         drift = np.full(n, np.nan)
         trainer = table["trainer_logprobs"].combine_chunks()
-        sampler = table["logprobs"].combine_chunks()
-        has = pc.is_valid(trainer).to_numpy(zero_copy_only=False)
-        if has.any():
-            t_par = pc.list_parent_indices(trainer).to_numpy()
-            gap = np.abs(
-                pc.list_flatten(trainer).to_numpy(zero_copy_only=False)
-                - pc.list_flatten(sampler.filter(pc.is_valid(trainer))).to_numpy(
-                    zero_copy_only=False
-                )
-            )
-            sampled = (
-                pc.list_flatten(mask.filter(pc.is_valid(trainer)))
-                .to_numpy(zero_copy_only=False)
-                .astype(bool)
-            )
-            gap = np.where(sampled, gap, 0.0)
-            drift[has] = 0.0
-            np.fmax.at(drift, t_par, gap)
+        has = pc.is_valid(trainer)
+        if pc.any(has).as_py():
+            trained = trainer.filter(has)
+            flat = [
+                pc.list_flatten(column.combine_chunks().filter(has)).to_numpy(zero_copy_only=False)
+                for column in (table["logprobs"], table["loss_mask"])
+            ]
+            gap = np.abs(pc.list_flatten(trained).to_numpy(zero_copy_only=False) - flat[0])
+            gap = np.where(flat[1].astype(bool), gap, 0.0)
+            lengths = pc.list_value_length(trained).to_numpy(zero_copy_only=False)
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            largest = np.zeros(len(lengths))
+            full = lengths > 0  # reduceat over each episode's slice (ufunc.at is far slower)
+            if full.any():
+                largest[full] = np.maximum.reduceat(gap, starts[full])
+            drift[has.to_numpy(zero_copy_only=False)] = largest
         tampering = pc.match_substring(table["infos"], '"tampering"').fill_null(False)
         derived = pa.table(
             {"answer_tokens": pa.array(answer), "drift": pa.array(drift, from_pandas=True),
