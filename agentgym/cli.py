@@ -6,6 +6,7 @@
     agentgym play <env-id> [--seed N] [--task-id ID] [--role R] [--opponent NAME] [--env-kwargs ...]
     agentgym train [--env ID] [--algo grpo|ppo|dapo] [--steps N] [--out DIR] [--resume] ...
     agentgym eval [--env ID] [--engine hf|openai|sglang] [--model DIR|NAME] [-n N] [--json] ...
+    agentgym view PATH [--compare PATH] [--port P]
     agentgym serve-env --env ID [--num-envs N] [--host H] [--port P] [--env-kwargs k=v ...]
 
 Every command that makes an env takes it the same way (docs/configuration.md): the id (or
@@ -420,6 +421,18 @@ def _run_serve_env(args: argparse.Namespace) -> int:
     return run_serve_env(args)
 
 
+def _add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    from agentgym.view.cli import add_view_arguments
+
+    add_view_arguments(parser)
+
+
+def _run_view(args: argparse.Namespace) -> int:
+    from agentgym.view.cli import run_view
+
+    return run_view(args)
+
+
 COMMANDS: dict[str, Command] = {
     "list": Command("list every registered env", _add_list_arguments, _run_list),
     "play": Command("play an env yourself in the terminal", _add_play_arguments, _run_play),
@@ -446,6 +459,12 @@ COMMANDS: dict[str, Command] = {
         _add_eval_arguments,
         _run_eval,
         extra="train",
+    ),
+    "view": Command(
+        "a run's episodes in a browser: curves, updates, tokens, search (a local web app)",
+        _add_view_arguments,
+        _run_view,
+        extra="serve",
     ),
     "mcp": Command(
         "MCP servers: `agentgym mcp inspect -- <server command>` lists tools and tries a call",

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentgym.vector",),
     ("agentgym.rollout", "agentgym.gateway"),  # the gateway records episodes as rollout does
     ("agentgym.trainers", "agentgym.multiagent"),  # multi-agent rollouts, policies, sources
-    ("agentgym.recipes", "agentgym.integrations"),
+    ("agentgym.recipes", "agentgym.integrations", "agentgym.view"),
     ("agentgym.cli", "agentgym.__main__"),
 )
 

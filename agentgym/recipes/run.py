@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import signal
 import time
 from collections.abc import Iterator
@@ -341,15 +342,19 @@ def _trace(run: RunConfig, out: Path) -> Any:
 
 
 def trace_hint(run: RunConfig) -> str | None:
-    """Where the run's trace is and the one line that reads it; None with ``--trace off``
-    (``agentgym train`` prints it last)."""
+    """Where the run's trace is, the one line that reads it and the ``agentgym view`` command
+    for the run (``--trace off``: that command only); ``agentgym train`` prints it last."""
     from agentgym.rollout.traces import parse_mode
 
-    if parse_mode(run.trace).keep == "off" or run.out is None:
+    if run.out is None:
         return None
+    view = f"see the run in a browser: agentgym view {shlex.quote(str(run.out))} (docs/view.md)"
+    if parse_mode(run.trace).keep == "off":
+        return view
     return (
         f"episode traces: {Path(run.out) / 'traces'} (docs/traces.md); read them with\n"
-        f"  python -c \"from agentgym.rollout.traces import read; print(read('{run.out}'))\""
+        f"  python -c \"from agentgym.rollout.traces import read; print(read('{run.out}'))\"\n"
+        f"{view}"
     )
 
 
