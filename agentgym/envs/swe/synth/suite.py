@@ -3,8 +3,8 @@
 The outcomes come from the graded test run's own runner (``agentgym.envs.swe.runner``): the
 same process layout, the same per-test records and the same reading of them
 (``grader.outcomes_of``) as grading a task, so a test synthesis calls failing is one the grader
-calls failing. Collection goes through ``pytest --collect-only -q`` (unittest suites included:
-pytest runs ``TestCase`` classes).
+calls failing. Collection goes through ``pytest --collect-only --verbosity=-1`` (unittest
+suites included: pytest runs ``TestCase`` classes).
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ async def collect(sandbox: Sandbox, args: list[str], timeout: float) -> tuple[li
         "-m",
         "pytest",
         "--collect-only",
-        "-q",
+        # Not -q: a suite whose addopts hold -v (tabulate's) would cancel it and print a tree
+        # of <Function ...> lines instead of node ids; --verbosity sets the level outright.
+        "--verbosity=-1",
         "-p",
         "no:cacheprovider",
         "--rootdir",
