@@ -56,7 +56,8 @@ def test_every_task_is_a_branch_of_its_repositorys_bundle_and_has_a_gold_patch()
         assert len(mine) == len(branches), name
         for task in mine:
             assert branches[f"refs/heads/{task['instance_id']}"] == task["base_commit"]
-            assert task["FAIL_TO_PASS"] and task["PASS_TO_PASS"]
+            assert task["FAIL_TO_PASS"]
+            assert task["PASS_TO_PASS"]
             assert not set(task["FAIL_TO_PASS"]) & set(task["PASS_TO_PASS"])
             assert fixed_blobs(task["patch"]), task["instance_id"]
             assert task["split"] in SPLITS
@@ -68,11 +69,12 @@ def test_repos_and_split_filter_the_tasks() -> None:
     assert mine == [t for t in TASKS if t["repo_path"].endswith(f"/{name}/tasks.bundle")]
     assert load_pack(name) == mine  # one name as a string
     train, test = load_pack(split="train"), load_pack(split="test")
-    assert {t["split"] for t in train} == {"train"} and {t["split"] for t in test} == {"test"}
+    assert {t["split"] for t in train} == {"train"}
+    assert {t["split"] for t in test} == {"test"}
     assert len(train) + len(test) == len(TASKS)
     # Split by source file: no file has tasks on both sides.
-    files = {side: {t["synth"]["bugs"][0]["path"] for t in load_pack(split=side)} for side in SPLITS}
-    assert not files["train"] & files["test"]
+    train_files = {(t["repo"], t["synth"]["bugs"][0]["path"]) for t in train}
+    assert not train_files & {(t["repo"], t["synth"]["bugs"][0]["path"]) for t in test}
 
 
 @pytest.mark.parametrize(
