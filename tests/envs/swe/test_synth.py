@@ -369,3 +369,38 @@ def test_a_suite_whose_addopts_say_verbose_is_collected(tmp_path: Path) -> None:
     repo = _commit(tmp_path / "r", files)
     result = synthesize(repo, tmp_path / "out", max_candidates=1, workers=1, progress=None)
     assert result.stable_tests == 2
+
+
+BOX = """class Box:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and self.value == other.value
+
+    def double(self):
+        return Box(self.value * 2)
+"""
+BOX_TEST = """from pkg.box import Box
+
+
+def test_eq():
+    assert Box(1) == Box(1)
+    assert not Box(1) == Box(2)
+
+
+def test_double():
+    assert Box(2).double().value == 4
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_bug_in_a_comparison_method_is_no_task(tmp_path: Path) -> None:
+    # The grader compares objects of a class whose __eq__ the diff changes by their attributes,
+    # so the gold patch of such a bug could fail its own tests.
+    files = {"pkg/__init__.py": "", "pkg/box.py": BOX, "tests/test_box.py": BOX_TEST}
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", max_candidates=None, workers=1, progress=None)
+    assert result.verdicts.get("comparison_method", 0) >= 1, result.verdicts
+    assert result.tasks, result.verdicts
+    assert all(task["synth"]["bugs"][0]["function"] != "Box.__eq__" for task in result.tasks)

@@ -93,12 +93,14 @@ async def run_suite(
     tests: list[str],
     timeout: float,
     changed: list[str] = (),  # type: ignore[assignment]
+    lines: dict[str, list[int]] | None = None,
 ) -> SuiteRun:
-    """Run ``tests`` (node ids; their files are run whole) with the graded test runner."""
+    """Run ``tests`` (node ids; their files are run whole) with the graded test runner;
+    ``changed`` and ``lines`` as the grader passes them for a diff (files, lines it writes)."""
     files = list(dict.fromkeys(test.split("::", 1)[0] for test in tests))
     nonce = secrets.token_hex(16)
     canary = make_canary(tuple(files))
-    body = request(nonce, files, [*tests, *files], canary, list(changed), timeout)
+    body = request(nonce, files, [*tests, *files], canary, list(changed), timeout, lines=lines)
     run = await sandbox.run(
         ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
         stdin=body,
