@@ -399,6 +399,37 @@ def verify(names: list[str], sample: int | None, seed: int, report: Path | None)
     return failures == 0
 
 
+def table() -> str:
+    """The pack's figures as a Markdown table (for docs/envs.md)."""
+    rows = [
+        "| project | licence | upstream commit | candidates | tasks (train/test) | valid "
+        "| synthesis | tasks/h |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    total = {"candidates": 0, "valid": 0, "seconds": 0.0}
+    for name in sorted(UPSTREAMS):
+        path = PACK / name / "build.json"
+        if not path.is_file():
+            continue
+        b = json.loads(path.read_text())
+        total["candidates"] += b["candidates"]
+        total["valid"] += b["valid"]
+        total["seconds"] += b["synthesis_seconds"]
+        rows.append(
+            f"| [{name}]({b['repository']}) | {b['license']} | `{b['upstream_commit'][:7]}` "
+            f"| {b['candidates']} | {b['valid']} ({b['train']}/{b['test']}) "
+            f"| {b['validity_rate']:.0%} | {b['synthesis_seconds'] / 60:.1f} min "
+            f"| {b['tasks_per_hour']:.0f} |"
+        )
+    rate = total["valid"] / max(total["candidates"], 1)
+    per_hour = total["valid"] / max(total["seconds"], 1e-9) * 3600
+    rows.append(
+        f"| all | | | {total['candidates']} | {total['valid']} | {rate:.0%} "
+        f"| {total['seconds'] / 60:.1f} min | {per_hour:.0f} |"
+    )
+    return "\n".join(rows)
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
@@ -422,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     ver.add_argument("--sample", type=int, default=None, help="check only this many tasks")
     ver.add_argument("--seed", type=int, default=0, help="draws the sample")
     ver.add_argument("--report", type=Path, default=None, help="write each task's result here")
+    sub.add_parser("table", help="print the pack's figures as a Markdown table")
     args = parser.parse_args(argv)
     if args.step == "snapshot":
         snapshot(args.name, args.upstream.expanduser())
@@ -437,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
                 keys = ("candidates", "valid", "validity_rate", "synthesis_seconds")
                 print(name, json.dumps({k: build[k] for k in keys}), file=sys.stderr)
         write_notice()
+    elif args.step == "table":
+        print(table())
     elif args.step == "verify":
         return 0 if verify(args.names, args.sample, args.seed, args.report) else 1
     return 0
