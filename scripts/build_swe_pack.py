@@ -145,6 +145,22 @@ UPSTREAMS = {
             ),
         ),
         Upstream(
+            "cachetools",
+            "https://github.com/tkem/cachetools",
+            "28d4506f2a49d781ffbcecb095fa7aba5bb80aff",
+            "MIT",
+            "LICENSE",
+            (".github", ".readthedocs.yaml", "docs"),
+            # A src layout: pytest's pythonpath setting makes the package importable.
+            edits=(
+                (
+                    "pyproject.toml",
+                    "[build-system]\n",
+                    '[tool.pytest.ini_options]\npythonpath = ["src"]\n\n[build-system]\n',
+                ),
+            ),
+        ),
+        Upstream(
             "jmespath",
             "https://github.com/jmespath/jmespath.py",
             "2ad18b0e51ef3c22ef0d4bbeb11506746a39e228",
@@ -271,7 +287,7 @@ def pack(name: str, work: Path) -> dict[str, Any] | None:
     """Write ``name``'s ``tasks.bundle``, ``tasks.jsonl.gz`` and ``build.json`` from the work
     folder; ``None`` when it holds no synthesis output."""
     spec, out = UPSTREAMS[name], work / name / "out"
-    if not (out / "tasks.jsonl").is_file():
+    if not (out / "tasks.jsonl").is_file() or not (PACK / name / "source.bundle").is_file():
         return None
     tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines() if line]
     tasks.sort(key=lambda task: task["instance_id"])

@@ -87,7 +87,7 @@ class SWEPackEnv(SWEEnv):
 
     Description:
         ``agentgym/SWE-v0`` (``SWEEnv``) on the task pack: bugs injected into the functions of
-        real, permissively licensed pure-Python projects (toolz, boltons, more-itertools,
+        real, permissively licensed pure-Python projects (toolz, boltons, cachetools,
         tabulate, jmespath, parse; see ``data/NOTICE``) by ``agentgym swe synth``, each kept
         only when it makes at least one of the project's own tests fail and leaves others
         passing, and when the fix makes them pass again. The problem statement is a bug report
