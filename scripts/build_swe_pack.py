@@ -20,7 +20,9 @@ Steps (run from the repository root; every step is resumable and deterministic):
     # 3. write tasks.bundle, tasks.jsonl.gz, build.json and NOTICE into the pack
     python scripts/build_swe_pack.py pack --work ~/swe-pack-work
     # 4. grade every task's gold patch (must score 1) and the empty patch (must score 0)
-    python scripts/build_swe_pack.py verify --workers 1
+    python scripts/build_swe_pack.py verify --report verify.json
+    # 5. the figures as a Markdown table (docs/envs.md)
+    python scripts/build_swe_pack.py table
 
 Synthesis uses ``agentgym swe synth`` (the local bubblewrap sandbox) with seed ``SEED``: the same
 ``--max-candidates`` gives the same tasks, and a larger one keeps the earlier candidates' verdicts
@@ -246,6 +248,9 @@ def checkout(name: str, work: Path) -> Path:
 def synth(name: str, work: Path, max_candidates: int, workers: int, timeout: float) -> None:
     """Run ``agentgym swe synth`` on ``name``'s snapshot into ``work/<name>/out`` (resumes)."""
     spec = UPSTREAMS[name]
+    if not (PACK / name / "source.bundle").is_file():
+        print(f"{name}: no snapshot yet; run the snapshot step first", file=sys.stderr)
+        return
     repo = checkout(name, work)
     out = work / name / "out"
     command = [
