@@ -24,7 +24,7 @@ ENV_IDS = [info.id for info in agentgym.list_envs()]
 
 # Whoever registers a new env bumps this: a count that drops means an env failed to register
 # (e.g. its dependency is missing in CI) and would otherwise go unchecked.
-EXPECTED_ENV_COUNT = 10
+EXPECTED_ENV_COUNT = 11
 
 
 class RecordKeys(gym.Wrapper[Any, Any, Any, Any]):

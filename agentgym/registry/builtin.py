@@ -64,6 +64,16 @@ def register_builtin_envs() -> None:
         resources={"num_cpus": 1},  # a container (or sandbox) per env (workers="ray")
     )
     register(
+        "agentgym/SWE-Pack-v0",
+        "agentgym.envs.swe.pack:SWEPackEnv",
+        family="SWE",
+        tags=("code", "swe", "multi-turn", "tools", "sandbox", "repository", "synthetic"),
+        extras=("docker",),
+        reward_range=(0.0, 1.0),
+        description="Fix a bug injected into a real open-source Python project; its tests grade.",
+        resources={"num_cpus": 1},
+    )
+    register(
         "agentgym/MCP-v0",
         "agentgym.envs.mcp:MCPEnv",
         family="MCP",

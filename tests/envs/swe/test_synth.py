@@ -377,3 +377,54 @@ def test_a_bug_whose_fix_the_grader_would_flag_is_dropped(tmp_path: Path) -> Non
     result = synthesize(repo, tmp_path / "out", workers=1, progress=None)
     assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
     assert result.tasks == []
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_suite_whose_addopts_say_verbose_is_collected(tmp_path: Path) -> None:
+    # tabulate's pyproject.toml has addopts = "-v": it cancelled collection's -q, and pytest
+    # printed a tree of <Function ...> lines in which synthesis found no test id.
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "def f(x):\n    return x + 1\n",
+        "tests/test_m.py": "from pkg.m import f\n\n\ndef test_f():\n    assert f(1) == 2\n\n\n"
+        "def test_g():\n    assert f(0) >= 0\n",
+        "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-v"\n',
+    }
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", max_candidates=1, workers=1, progress=None)
+    assert result.stable_tests == 2
+
+
+BOX = """class Box:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and self.value == other.value
+
+    def double(self):
+        return Box(self.value * 2)
+"""
+BOX_TEST = """from pkg.box import Box
+
+
+def test_eq():
+    assert Box(1) == Box(1)
+    assert not Box(1) == Box(2)
+
+
+def test_double():
+    assert Box(2).double().value == 4
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_bug_in_a_comparison_method_is_no_task(tmp_path: Path) -> None:
+    # The grader compares objects of a class whose __eq__ the diff changes by their attributes,
+    # so the gold patch of such a bug could fail its own tests.
+    files = {"pkg/__init__.py": "", "pkg/box.py": BOX, "tests/test_box.py": BOX_TEST}
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", max_candidates=None, workers=1, progress=None)
+    assert result.verdicts.get("comparison_method", 0) >= 1, result.verdicts
+    assert result.tasks, result.verdicts
+    assert all(task["synth"]["bugs"][0]["function"] != "Box.__eq__" for task in result.tasks)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import itertools
 import json
 import os
@@ -39,6 +40,7 @@ from typing import Any, TextIO
 
 from agentgym.core.aio import run_sync
 from agentgym.core.errors import ConfigError, SandboxError
+from agentgym.envs.swe.grader import changed_lines
 from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import git as host_git
 from agentgym.envs.swe.synth.mutate import Mutation, apply_edits, mutations, pick
@@ -64,6 +66,13 @@ MAX_GRADED = 200
 """At most this many tests (``FAIL_TO_PASS`` and ``PASS_TO_PASS``) per task (``_pass_to_pass``)."""
 _SKIP_PARTS = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"}
 _SKIP_NAMES = {"setup.py", "conftest.py", "noxfile.py", "tasks.py", "__main__.py", "_version.py"}
+COMPARISON_METHODS = frozenset(
+    {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__",
+     "__contains__", "__hash__"}
+)  # fmt: skip
+"""A fix inside one of these makes the grader compare the class's objects by their attributes
+(``runner_compare``: a diff could forge them), not by the tests' own ``==``: such a bug's gold
+patch can fail its own tests, so it is no task (verdict ``comparison_method``)."""
 
 
 @dataclass
@@ -468,7 +477,8 @@ class _Job:
             verdict = "too_many_failing"
         else:
             # As grading the gold patch sees it: the file counts as changed.
-            restored = await run_suite(sandbox, failing, self.timeout, [path])
+            fix = _fix_lines(path, buggy, self.sources[path])
+            restored = await run_suite(sandbox, failing, self.timeout, [path], lines=fix)
             await reset_repo(sandbox)
             verdict = "valid" if all(restored.passed(t) for t in failing) else "not_restored"
             if restored.problems:
@@ -494,6 +504,10 @@ class _Job:
             if record is None:
                 continue
             verdict = record["verdict"]
+            if verdict == "valid" and any(
+                m.function.rsplit(".", 1)[-1] in COMPARISON_METHODS for m in group
+            ):
+                verdict = "comparison_method"
             if verdict == "valid":
                 ident = (
                     group[0].path,
@@ -615,6 +629,14 @@ def _pass_to_pass(stable: list[str], failing: list[str], seed: str) -> list[str]
     extra = random.Random(seed).sample(rest, min(len(rest), room - len(near)))
     chosen = {*near, *extra}
     return [t for t in passing if t in chosen]
+
+
+def _fix_lines(path: str, buggy: str, clean: str) -> dict[str, list[int]]:
+    """The lines the gold patch (``buggy`` back to ``clean``) writes, as the grader reads them."""
+    diff = difflib.unified_diff(
+        buggy.splitlines(), clean.splitlines(), f"a/{path}", f"b/{path}", n=0, lineterm=""
+    )
+    return changed_lines(f"diff --git a/{path} b/{path}\n" + "\n".join(diff))
 
 
 def _key(group: list[Mutation]) -> str:

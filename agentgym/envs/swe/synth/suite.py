@@ -3,8 +3,8 @@
 The outcomes come from the graded test run's own runner (``agentgym.envs.swe.runner``): the
 same process layout, the same per-test records and the same reading of them
 (``grader.outcomes_of``) as grading a task, so a test synthesis calls failing is one the grader
-calls failing. Collection goes through ``pytest --collect-only -q`` (unittest suites included:
-pytest runs ``TestCase`` classes).
+calls failing. Collection goes through ``pytest --collect-only --verbosity=-1`` (unittest
+suites included: pytest runs ``TestCase`` classes).
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ async def collect(sandbox: Sandbox, args: list[str], timeout: float) -> tuple[li
         "-m",
         "pytest",
         "--collect-only",
-        "-q",
+        # Not -q: a suite whose addopts hold -v (tabulate's) would cancel it and print a tree
+        # of <Function ...> lines instead of node ids; --verbosity sets the level outright.
+        "--verbosity=-1",
         "-p",
         "no:cacheprovider",
         "--rootdir",
@@ -91,12 +93,14 @@ async def run_suite(
     tests: list[str],
     timeout: float,
     changed: list[str] = (),  # type: ignore[assignment]
+    lines: dict[str, list[int]] | None = None,
 ) -> SuiteRun:
-    """Run ``tests`` (node ids; their files are run whole) with the graded test runner."""
+    """Run ``tests`` (node ids; their files are run whole) with the graded test runner;
+    ``changed`` and ``lines`` as the grader passes them for a diff (files, lines it writes)."""
     files = list(dict.fromkeys(test.split("::", 1)[0] for test in tests))
     nonce = secrets.token_hex(16)
     canary = make_canary(tuple(files))
-    body = request(nonce, files, [*tests, *files], canary, list(changed), timeout)
+    body = request(nonce, files, [*tests, *files], canary, list(changed), timeout, lines=lines)
     run = await sandbox.run(
         ["python3", "-I", f"{sandbox.workdir}/{GRADER_DIR}/runner.py"],
         stdin=body,
