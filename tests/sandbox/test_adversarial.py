@@ -324,3 +324,42 @@ for what in ("mem", "environ"):
     assert lines[0] == "attach -1"
     assert all(not line.endswith(" read") for line in lines[1:]), lines
     assert_still_works(isolated)
+
+
+def test_installed_answers_are_hidden_where_the_sandbox_would_see_them(
+    open_sandbox: Callable[..., Sandbox],
+) -> None:
+    """Code the model wrote must not read graded answers (SWE-v0's gold patches in agentgym's
+    data, HumanEval's canonical solutions) from a package installed where the sandbox's
+    read-only folders show it: agentgym installed in the system's Python (under /usr), say."""
+    import shutil
+    import tempfile
+
+    import agentgym
+    from agentgym.sandbox.local import answer_folders
+
+    package = Path(agentgym.__file__).resolve().parent
+    assert str(package) in answer_folders()  # hidden by default, wherever it is installed
+    # A site folder the sandbox binds read-only (as it binds /usr), with an installed package
+    # holding answers beside one that does not; readable by the sandbox's own uid.
+    # Not under /tmp: the sandbox's own /tmp (a tmpfs) would cover it.
+    site = Path(tempfile.mkdtemp(prefix="agentgym-site-", dir="/var/tmp"))
+    try:
+        (site / "answers").mkdir()
+        (site / "answers" / "gold.patch").write_text("the answer")
+        (site / "public.txt").write_text("fine")
+        for path in (site, site / "answers", site / "answers" / "gold.patch", site / "public.txt"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        sb = open_sandbox("local", ro_binds=[str(site)], hide=[str(site / "answers")])
+        assert sb._hide == (str(site / "answers"),)
+        listing = run_py(sb, f"import os; print(os.listdir({str(site / 'answers')!r}))")
+        assert listing.ok, listing
+        assert listing.stdout == "[]\n"  # there, empty: not even the file names
+        read = run_py(sb, f"print(open({str(site / 'answers' / 'gold.patch')!r}).read())")
+        assert not read.ok
+        assert "No such file" in read.stderr
+        assert run_py(sb, f"print(open({str(site / 'public.txt')!r}).read())").stdout == "fine\n"
+        assert_still_works(sb)
+        assert open_sandbox("local")._hide == tuple(answer_folders())
+    finally:
+        shutil.rmtree(site)
