@@ -46,3 +46,14 @@ def test_a_covered_sample_runs_alone_and_is_left_out_beside_its_slow_test() -> N
     fast_only = set(_collected(fast, slow, "-m", "not slow"))
     assert samples <= fast_only
     assert not any(node.startswith(slow) for node in fast_only)
+
+
+def test_test_modules_outside_packages_have_unique_names() -> None:
+    """pytest imports a test module in a folder without ``__init__.py`` by its bare name: two
+    such modules named alike stop the whole suite's collection ("import file mismatch")."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if (path.parent / "__init__.py").exists():
+            continue
+        other = seen.setdefault(path.name, path)
+        assert other == path, f"{path.relative_to(ROOT)} and {other.relative_to(ROOT)}: rename one"
