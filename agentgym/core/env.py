@@ -55,7 +55,7 @@ from agentgym.core.errors import (
 from agentgym.core.parsing import ParsedAction, ParsedCall, get_parser, parse_action
 from agentgym.core.spaces import AssistantTurn, Messages
 from agentgym.core.styles import WorkerOwner, install_adapters, style_of
-from agentgym.core.tools import Tool, ToolCallFailed, clip
+from agentgym.core.tools import InvalidArguments, Tool, ToolCallFailed, clip
 from agentgym.core.types import Action, Message, Observation, tool_message
 
 __all__ = ["AgentEnv", "StepResult", "ToolReport"]
@@ -287,11 +287,12 @@ class AgentEnv(WorkerOwner, gym.Env[Observation, Action]):
             self.tool_report.invalid += 1
             names = ", ".join(t.name for t in self.tools) or "none"
             return f"Error: unknown tool {clip(call.name, 64)!r}; available tools: {names}"
-        if found.validation_error(call.arguments) is not None:
-            self.tool_report.invalid += 1  # Tool.call answers it with the schema's complaint
         try:
             async with deadline(self.tool_timeout, f"tool {call.name}"):
                 return await found.call(call.arguments)
+        except InvalidArguments as e:
+            self.tool_report.invalid += 1
+            return f"Error: {e}"
         except ToolCallFailed as e:
             return f"Error: {e}"
         except DeadlineExceeded as e:

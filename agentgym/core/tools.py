@@ -23,7 +23,7 @@ import jsonschema
 from agentgym.core.errors import ToolDefinitionError
 from agentgym.core.jsonsafe import json_safe
 
-__all__ = ["Tool", "ToolCallFailed", "tool"]
+__all__ = ["InvalidArguments", "Tool", "ToolCallFailed", "tool"]
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ARG_LINE_RE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -40,6 +40,10 @@ class ToolCallFailed(Exception):
 
     Deliberately not an ``agentgym.error.Error``: it is data for the model, not a bug.
     """
+
+
+class InvalidArguments(ToolCallFailed):
+    """``Tool.call``'s answer to arguments that break the tool's schema (a format error)."""
 
 
 def _json_type(annotation: Any, where: str) -> dict[str, Any]:
@@ -239,7 +243,7 @@ class Tool:
         """
         problem = self.validation_error(arguments)
         if problem is not None:
-            raise ToolCallFailed(f"invalid arguments for {self.name}: {problem}")
+            raise InvalidArguments(f"invalid arguments for {self.name}: {problem}")
         result = self.fn(**_enum_members(self.fn, arguments))
         if inspect.isawaitable(result):
             result = await typing.cast(Awaitable[Any], result)
