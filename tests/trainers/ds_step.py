@@ -49,6 +49,16 @@ MICRO_BATCH_TOKENS = 64
 """Small enough that each rank runs several micro-batches of the 8-episode batch."""
 
 
+def fresh(tiny: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A trainable copy of the tiny policy ``tiny`` (a trainer trains its policy in place)."""
+    from agentgym import models
+
+    model, tokenizer = tiny
+    copy, _ = models.load(seed=0)
+    copy.load_state_dict(model.state_dict())
+    return copy, tokenizer
+
+
 def synthetic_episodes(
     num_groups: int = 2,
     group_size: int = 4,

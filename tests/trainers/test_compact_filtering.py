@@ -3,8 +3,6 @@ group's baseline and leave the loss."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
@@ -14,19 +12,12 @@ from agentgym.error import ConfigError
 from agentgym.trainers import make, make_config, update
 from agentgym.trainers.config import config_from_dict
 
-from .ds_step import synthetic_episodes
+from .ds_step import fresh, synthetic_episodes
 
 
 @pytest.fixture(scope="module")
 def tiny():
     return models.load(seed=0)
-
-
-def fresh(tiny) -> tuple[Any, Any]:
-    model, tokenizer = tiny
-    copy, _ = models.load(seed=0)
-    copy.load_state_dict(model.state_dict())
-    return copy, tokenizer
 
 
 def ended(episode: Episode, how: str, reward: float) -> Episode:

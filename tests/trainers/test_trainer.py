@@ -27,20 +27,12 @@ from agentgym.trainers.batch import TrainBatch
 from agentgym.trainers.episodes import Sample, shape_rewards
 from agentgym.trainers.losses import compute_advantages
 
-from .ds_step import CONFIGS, NOT_COMPARED, SyntheticSource, synthetic_episodes
+from .ds_step import CONFIGS, NOT_COMPARED, SyntheticSource, fresh, synthetic_episodes
 
 
 @pytest.fixture(scope="module")
 def tiny():
     return models.load(seed=0)
-
-
-def fresh(tiny) -> tuple[Any, Any]:
-    """A trainable copy of the tiny policy (the trainer trains its policy in place)."""
-    model, tokenizer = tiny
-    copy, _ = models.load(seed=0)
-    copy.load_state_dict(model.state_dict())
-    return copy, tokenizer
 
 
 def with_rewards(episodes: list[Episode], rewards: list[float]) -> list[Episode]:
