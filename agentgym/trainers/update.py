@@ -195,6 +195,8 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
         loss_mask = batch.loss_mask.clone()
         loss_mask[batch.rows.rows_of(masked)] = 0
         batch = batch.replace(loss_mask=loss_mask)
+    if config.mask_outcomes and _nothing_to_train(inputs.backend, batch):
+        return _skipped(inputs, samples, batch, len(masked))
     count = min(config.num_minibatches, len(samples))
     minibatches = [batch.rows.rows_of(part) for part in split_minibatches(len(samples), count)]
     entropy_coef = entropy_coefficient(config, step)
@@ -224,6 +226,31 @@ def run_update(inputs: UpdateInputs, samples: Sequence[Sample], step: int) -> di
     if inputs.on_tokens is not None:
         _hand_out(inputs, samples, batch, capture)
     return metrics
+
+
+def _nothing_to_train(backend: Backend, batch: TrainBatch) -> bool:
+    """Whether no rank has a token left to train on (every episode masked by outcome); the sum
+    is all-reduced, so every rank answers alike and skips, or steps, together."""
+    left = backend.all_reduce(batch.loss_mask.sum().double().reshape(1).cpu())
+    return float(left.item()) == 0.0
+
+
+def _skipped(
+    inputs: UpdateInputs, samples: Sequence[Sample], batch: TrainBatch, masked: int
+) -> dict[str, float]:
+    """The metrics of an update whose every episode was masked: no forward pass and no
+    optimizer step. A step on an all-zero loss would still move the weights (AdamW's momentum
+    and weight decay) on no data, and advance the learning-rate schedule."""
+    if inputs.on_tokens is not None:  # the episodes are still traced, with nothing trained
+        _hand_out(inputs, samples, batch, torch.zeros(batch.token_ids.shape, dtype=torch.float32))
+    return {
+        "optimizer_steps": 0.0,
+        "kl_stopped": 0.0,
+        "skipped_update": 1.0,
+        "lr": inputs.backend.learning_rate(),
+        "sampled_tokens": 0.0,
+        "masked_episodes": float(masked),
+    }
 
 
 def _hand_out(

@@ -111,3 +111,28 @@ def test_a_batch_of_masked_episodes_moves_no_weight_and_unmasked_it_does(tiny):
     assert moved[()] > 0  # the failures' negative advantages train
     assert moved[("truncated",)] > 0  # the timeout's still does
     assert moved[("truncated", "timeout")] == 0
+
+
+def test_an_update_whose_every_episode_is_masked_takes_no_optimizer_step(tiny):
+    config = {"group_size": 4, "batch_size": 4, "kl_beta": 0.0, "mask_outcomes": ["truncated"]}
+    trainer = make("grpo", policy=fresh(tiny), config=config)
+    trainer.keep_tokens()
+    first = trainer.step(group([("success", 1.0), ("failed", 0.0)] * 2, seed=1))
+    assert first["optimizer_steps"] > 0
+    assert "skipped_update" not in first
+    lr = trainer.backend.learning_rate()
+    before = {k: v.clone() for k, v in trainer.policy_state_dict().items()}
+    # after a real step AdamW's momentum alone would move every weight on an all-zero loss
+    metrics = trainer.step(group([("truncated", 0.0), ("truncated", -1.0)] * 2, seed=2))
+    after = trainer.policy_state_dict()
+    assert metrics["skipped_update"] == 1
+    assert metrics["optimizer_steps"] == 0
+    assert metrics["masked_episodes"] == 4
+    assert metrics["sampled_tokens"] == 0
+    assert all(torch.equal(after[k], before[k]) for k in before)
+    assert trainer.backend.learning_rate() == lr  # the schedule did not advance
+    assert trainer.step_count == 2  # still an update: the episodes were consumed and traced
+    tokens = trainer.last_tokens
+    assert tokens is not None
+    assert len(tokens.episodes) == 4
+    assert all(float(t.abs().sum()) == 0 for t in tokens.advantages)
