@@ -11,7 +11,7 @@ learning curve).
 
     .venv/bin/python benchmarks/async_training.py --updates 20
     .venv/bin/python benchmarks/async_training.py --updates 12 --batch-size 32 --json out.json
-    .venv/bin/python benchmarks/async_training.py --updates 20 --engine server
+    .venv/bin/python benchmarks/async_training.py --updates 20 --engine server --init format
 
 ``--engine server`` starts one ``agentgym serve`` process (one torch thread) for the whole
 benchmark, and every run trains against it as ``agentgym train --engine sglang --engine-url``
@@ -103,6 +103,7 @@ def train(k: int, args: argparse.Namespace, url: str | None = None) -> dict[str,
                     "out": out,
                     "eval_episodes": 0,
                     "config": config,
+                    **({} if args.init is None else {"init": args.init}),
                     **server,
                 },
             )
@@ -163,6 +164,14 @@ def main() -> None:
         default=[],
         type=_pair,
         help="an algorithm field over the recipe, as agentgym train --set (repeatable)",
+    )
+    parser.add_argument(
+        "--init",
+        choices=("format", "random"),
+        default=None,
+        help="the tiny policy's start (default: the recipe's, random); with --engine server, "
+        "format: without action choices a random policy writes no valid move, so no group has "
+        "a learning signal",
     )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()

@@ -158,6 +158,11 @@ class RunningBatch:
             positions = torch.arange(shared)[None]
             self._forward(prefix, torch.ones_like(prefix), positions, cache)
             kv = _kv(cache)
+            if self.prefix_cache is not None:
+                # kept for prompts that start alike but join later, one or a few at a time (a
+                # server's requests arrive one HTTP request at a time; an async collector's as
+                # its episodes step): they then prefill only their own tokens
+                self.prefix_cache.put(prompts[0][:shared], kv, reusable=True)
             cache, mask, logits = self._extend([(list(p), shared, kv) for p in prompts])
             self.prefilled += shared + sum(len(prompt) - shared for prompt in prompts)
         else:

@@ -206,6 +206,41 @@ def test_distinct_prompts_with_a_common_start_prefill_it_once(tiny):
         )
 
 
+def test_a_common_start_is_kept_for_prompts_that_join_later(tiny):
+    """Prompts that arrive after the batch that shared their start (a server's requests, one at a
+    time) prefill only their own tokens, and sample exactly what a full prefill gives."""
+    model, tok = tiny
+    system = tok.encode("You are on a frozen lake. Reach the goal G without stepping in a hole.")
+    boards = [tok.encode(board) for board in ("P F\nF G", "F P\nF G", "F F\nP G", "F F\nG P")]
+    first, later = [system + b for b in boards[:2]], [system + b for b in boards[2:]]
+    seeded = [
+        SamplingParams(temperature=1.0, max_tokens=6, seed=s, ignore_eos=True) for s in (3, 4)
+    ]
+
+    async def run(cache_bytes):
+        engine = HFEngine(model, tok, prefix_cache_bytes=cache_bytes)
+        await asyncio.gather(*(engine.generate(p, seeded[0]) for p in first))
+        before = engine.stats.prefill_tokens
+        joined = [await engine.generate(p, s) for p, s in zip(later, seeded, strict=True)]
+        prefilled = engine.stats.prefill_tokens - before
+        await engine.close()
+        return joined, prefilled
+
+    joined, prefilled = asyncio.run(run(256 * 2**20))
+    full, full_prefilled = asyncio.run(run(0))
+    assert len(system) >= MIN_SHARED_PREFIX
+    assert full_prefilled == sum(len(p) for p in later)
+    assert prefilled == sum(len(b) for b in boards[2:])  # the kept start is not run again
+    for prompt, kept, plain, sampling in zip(later, joined, full, seeded, strict=True):
+        assert kept.token_ids == plain.token_ids
+        torch.testing.assert_close(
+            torch.tensor(kept.logprobs),
+            teacher_forced(model, prompt, kept, sampling),
+            rtol=0,
+            atol=1e-4,
+        )
+
+
 def test_stop_strings_stop_tokens_and_max_tokens(tiny):
     model, tok = tiny
     prompt = tok.encode("P F F F\nF H F G")
