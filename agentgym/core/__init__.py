@@ -1,5 +1,6 @@
 """Message and episode types, spaces, the ``AgentEnv`` base and the multi-agent env contract
-(``MultiAgentEnv``), tools and tool-call parsing, errors."""
+(``MultiAgentEnv``), tools and tool-call parsing, errors; ``agentgym.core.reaper`` (not imported
+here) kills child process groups with their parent."""
 
 from agentgym.core.aio import deadline, run_sync
 from agentgym.core.env import AgentEnv, StepResult

@@ -39,17 +39,17 @@ from agentgym.gateway.session import Call, Session, normalize_message, tools_key
 from agentgym.gateway.stream import chat_chunks, completion_chunks
 from agentgym.inference.base import Completion, InferenceEngine
 from agentgym.inference.chat import parse_assistant
-from agentgym.inference.server import (
+from agentgym.inference.openai_routes import (
     TINY_NAME,
-    _BadRequest,
-    _error,
-    _finish,
-    _ModelNotFound,
-    _read,
-    _Routes,
-    _sampling,
-    _usage,
+    BadRequest,
+    ModelNotFound,
+    OpenAIRoutes,
+    error_response,
+    finish_reason,
+    read_body,
+    request_sampling,
     served_names,
+    token_usage,
 )
 from agentgym.rollout.render import ChatRenderer
 
@@ -88,7 +88,7 @@ class Gateway:
             raise ConfigError("max_closed", max_closed, "must be an int >= 1", "use e.g. 10000")
         self.engine, self.tokenizer = engine, tokenizer
         self.names = served_names(None, model_name)
-        self.base = _Routes(engine, tokenizer, self.names, tool_parser)
+        self.base = OpenAIRoutes(engine, tokenizer, self.names, tool_parser)
         self.renderer = ChatRenderer(tokenizer)
         self.sessions: dict[str, Session] = {}
         self.max_closed = max_closed
@@ -188,13 +188,13 @@ class Gateway:
             try:
                 return await handler(request)
             except GatewayError as e:
-                response = _error(str(e), e.status, param=e.param, code=e.code)
-            except _ModelNotFound as e:
-                response = _error(str(e), 404, param="model", code="model_not_found")
-            except (_BadRequest, ConfigError, TypeError, ValueError) as e:
-                response = _error(str(e))
+                response = error_response(str(e), e.status, param=e.param, code=e.code)
+            except ModelNotFound as e:
+                response = error_response(str(e), 404, param="model", code="model_not_found")
+            except (BadRequest, ConfigError, TypeError, ValueError) as e:
+                response = error_response(str(e))
             except Exception as e:  # the engine failed: this call only, said in the body
-                response = _error(f"the call failed: {type(e).__name__}: {e}", 500)
+                response = error_response(f"the call failed: {type(e).__name__}: {e}", 500)
             if response.status_code < 500:
                 response.headers["x-should-retry"] = "false"
             return response
@@ -213,17 +213,17 @@ class Gateway:
         return self.session(session_id)
 
     async def _open(self, request: Request) -> Response:
-        body = await _read(request) if await request.body() else {}
+        body = await read_body(request) if await request.body() else {}
         session_id = self.open(body.get("id"), task=body.get("task"))
         return JSONResponse(
             {"id": session_id, "base_url": self.url(str(request.base_url), session_id)}
         )
 
     async def _close(self, request: Request) -> Response:
-        body = await _read(request) if await request.body() else {}
+        body = await read_body(request) if await request.body() else {}
         reward = body.get("reward", 0.0)
         if not isinstance(reward, int | float) or isinstance(reward, bool):
-            raise _BadRequest(f"reward must be a number, got {reward!r}")
+            raise BadRequest(f"reward must be a number, got {reward!r}")
         episode = self.close(request.path_params["session_id"], float(reward))
         return JSONResponse(
             {
@@ -241,7 +241,7 @@ class Gateway:
         return await self.base.models(request)
 
     async def _generate(self, session: Session, prompt: list[int], body: dict[str, Any]):
-        sampling = _sampling({**body, "stream": False})
+        sampling = request_sampling({**body, "stream": False})
         try:
             out = await self.engine.generate(prompt, sampling)
         except asyncio.CancelledError:
@@ -259,7 +259,7 @@ class Gateway:
 
     async def _chat(self, request: Request) -> Response:
         session = self._session_of(request)
-        body = await _read(request)
+        body = await read_body(request)
         self.base.check_model(body)
         messages = check_messages(body.get("messages"))
         tools = check_tools(body.get("tools"))
@@ -283,10 +283,10 @@ class Gateway:
                 tools_key=tools_key(tools),
             ),
         )
-        finish = _finish(out, bool(message.get("tool_calls")))
+        finish = finish_reason(out, bool(message.get("tool_calls")))
         head = _head("chatcmpl", self.base.model_name)
         if body.get("stream"):
-            usage = _usage(prompt, out) if _include_usage(body) else None
+            usage = token_usage(prompt, out) if _include_usage(body) else None
             return _sse(chat_chunks(head, message, finish, usage))
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
         if body.get("logprobs"):
@@ -300,7 +300,7 @@ class Gateway:
 
     async def _completions(self, request: Request) -> Response:
         session = self._session_of(request)
-        body = await _read(request)
+        body = await read_body(request)
         self.base.check_model(body)
         raw = body.get("prompt")
         if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], list | str):
@@ -312,7 +312,7 @@ class Gateway:
         self._record(session, Call("completion", prompt, out, parent, prompt_text=text))
         head = _head("cmpl", self.base.model_name)
         if body.get("stream"):
-            usage = _usage(prompt, out) if _include_usage(body) else None
+            usage = token_usage(prompt, out) if _include_usage(body) else None
             return _sse(completion_chunks(head, out.text or "", out.finish_reason, usage))
         choice: dict[str, Any] = {
             "index": 0,
@@ -355,7 +355,9 @@ def _answer(
 ) -> Response:
     if body.get("return_token_ids"):
         choice["token_ids"], choice["prompt_token_ids"] = out.token_ids, prompt
-    return JSONResponse({**head, "object": kind, "choices": [choice], "usage": _usage(prompt, out)})
+    return JSONResponse(
+        {**head, "object": kind, "choices": [choice], "usage": token_usage(prompt, out)}
+    )
 
 
 def _include_usage(body: dict[str, Any]) -> bool:

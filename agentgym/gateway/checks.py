@@ -9,25 +9,25 @@ import json
 from typing import Any
 
 from agentgym.gateway.errors import GatewayError
-from agentgym.inference.server import _BadRequest
+from agentgym.inference.openai_routes import BadRequest
 
 __all__ = ["check_messages", "check_tools"]
 
 
 def check_messages(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
-        raise _BadRequest("messages must be a non-empty list of message objects")
+        raise BadRequest("messages must be a non-empty list of message objects")
     for k, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise _BadRequest(f"messages[{k}] must be an object with a string `role`")
+            raise BadRequest(f"messages[{k}] must be an object with a string `role`")
         content = message.get("content")
         if isinstance(content, list):  # text parts, as the SDK may send them
             if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-                raise _BadRequest(f"messages[{k}].content: only text parts are supported")
+                raise BadRequest(f"messages[{k}].content: only text parts are supported")
             message = {**message, "content": "".join(str(p.get("text", "")) for p in content)}
             messages[k] = message
         elif content is not None and not isinstance(content, str):
-            raise _BadRequest(
+            raise BadRequest(
                 f"messages[{k}].content must be a string, a list of text parts or null"
             )
     return messages

@@ -37,7 +37,7 @@ from agentgym.core.info import ERROR, INFRA_ERROR, TASK_ID, TIMED_OUT
 from agentgym.core.types import Episode
 from agentgym.gateway.app import Gateway
 from agentgym.inference.base import InferenceEngine
-from agentgym.inference.server import TINY_NAME
+from agentgym.inference.openai_routes import TINY_NAME
 from agentgym.rollout.curriculum import Curriculum, Task, make_curriculum
 from agentgym.rollout.source import SourceBase
 

@@ -6,8 +6,9 @@
 ``SGLangEngine`` an SGLang server (launched or attached): native ``/generate``, weight sync
 ============== =====================================================================================
 
-``agentgym serve`` (``agentgym.inference.server``) puts an OpenAI-compatible server, and SGLang's
-native API (``sglang_routes``; shapes in ``sglang_api``), in front of ``HFEngine``.
+``agentgym serve`` (``agentgym.inference.server``) puts an OpenAI-compatible server
+(``openai_routes``, shared with the agent gateway), and SGLang's native API (``sglang_routes``;
+shapes in ``sglang_api``), in front of ``HFEngine``.
 Heavy modules (torch, httpx) load on first use of the name that needs them.
 """
 

@@ -4,8 +4,8 @@
 device, waits until each answers ``GET /health``, restarts one that exits (on the same port, at
 most ``max_restarts`` times in all), and stops them when closed or at interpreter exit. None
 outlives the process that launched it, SIGKILL included: each server leads a process group of
-its own, registered with the reaper (``agentgym.envs.web.reaper``, the watchdog that also reaps
-the web envs' browsers), which kills every group still registered once its parent is gone.
+its own, registered with the reaper (``agentgym.core.reaper``, the watchdog that also reaps the
+web envs' browsers), which kills every group still registered once its parent is gone.
 
 The template is a command line with ``{python}``, ``{model}``, ``{host}``, ``{port}``,
 ``{device}`` and ``{index}`` filled in per server; ``SGLANG_TEMPLATE`` (SGLang's
@@ -35,7 +35,7 @@ from typing import IO, Any
 import httpx
 
 from agentgym.core.errors import ConfigError, InfraError
-from agentgym.envs.web.reaper import kill_group, reaper
+from agentgym.core.reaper import kill_group, reaper
 
 __all__ = ["SERVE_TEMPLATE", "SGLANG_TEMPLATE", "ServerFleet"]
 

@@ -5,7 +5,7 @@ made them): the envs stepped on that loop share its Playwright driver and browse
 gets a new context (milliseconds), and the browser is replaced after ``recycle_every`` episodes
 (the old one closes when its last episode ends). A browser that crashed is replaced at the next
 episode. Every await on the browser has a deadline. Each launched browser is registered with the
-reaper (:mod:`agentgym.envs.web.reaper`), so it dies with the agent process even on SIGKILL.
+reaper (:mod:`agentgym.core.reaper`), so it dies with the agent process even on SIGKILL.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym.core.aio import deadline
 from agentgym.core.errors import InfraError
-from agentgym.envs.web.reaper import kill_group, reaper
+from agentgym.core.reaper import kill_group, reaper
 from agentgym.extras import pip_install
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The browser layer: finding Chromium, one browser per loop, recycling, egress, crashes, and no
-Chromium outliving close() or a SIGKILLed agent (the reaper)."""
+Chromium outliving close() or a SIGKILLed agent (the reaper itself: tests/core/test_reaper.py)."""
 
 from __future__ import annotations
 
@@ -211,42 +211,6 @@ def test_sigkill_of_the_agent_leaves_no_chromium(chromium: str, site_url: str) -
         agent.kill()  # SIGKILL: no handler, no atexit, no finally runs in the agent
         agent.wait(30)
         assert wait_until_gone(pgid) == []
-    finally:
-        agent.kill()
-        agent.wait(30)
-
-
-WATCHED = textwrap.dedent(
-    """
-    import subprocess, sys, time
-    from agentgym.envs.web.reaper import reaper
-    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    reaper.watch(child.pid)
-    print(child.pid, reaper.pid, flush=True)
-    time.sleep(600)
-    """
-)
-
-
-def test_the_reaper_kills_registered_groups_when_its_agent_dies() -> None:
-    """The watchdog alone (without Playwright's own clean-up): a process group registered by an
-    agent that is then SIGKILLed is killed, and the watchdog exits."""
-    root = Path(__file__).resolve().parents[3]
-    agent = subprocess.Popen(
-        [sys.executable, "-c", WATCHED], stdout=subprocess.PIPE, text=True, cwd=root
-    )
-    try:
-        line = agent.stdout.readline() if agent.stdout else ""
-        group, watchdog = (int(x) for x in line.split())
-        assert live_processes(group)
-        agent.kill()
-        agent.wait(30)
-        assert wait_until_gone(group) == []
-        deadline = time.monotonic() + 30
-        while Path(f"/proc/{watchdog}").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        status = Path(f"/proc/{watchdog}/stat")
-        assert not status.exists() or status.read_text().split(") ")[1][0] == "Z"
     finally:
         agent.kill()
         agent.wait(30)

@@ -1,12 +1,15 @@
-"""The reaper: no Chromium outlives the process that launched it.
+"""The reaper: no child process group outlives the process that launched it, SIGKILL included.
 
-Playwright starts each browser as the leader of a new process group (its renderers, GPU and
-utility processes join that group). A watchdog process (this file run as a script with the
-agent's pid), started once per agent process in a session of its own, holds the read end of a pipe
-from the agent: the agent writes ``+<pgid>`` when a browser starts and ``-<pgid>`` when it closed
-one. When the pipe reaches end-of-file or the agent's pid is no longer the watchdog's parent (the
+Its users start each child as the leader of a new process group: the web envs' browsers
+(Playwright's Chromium, whose renderers, GPU and utility processes join that group,
+``agentgym.envs.web.browser``) and the inference servers a run launches
+(``agentgym.recipes.servers``). A watchdog process (this file run as a script with the agent's
+pid), started once per agent process in a session of its own, holds the read end of a pipe from
+the agent: the agent writes ``+<pgid>`` when a group starts and ``-<pgid>`` when it closed one.
+When the pipe reaches end-of-file or the agent's pid is no longer the watchdog's parent (the
 agent exited, crashed, or was killed with SIGKILL, which no handler in the agent can catch), the
-watchdog SIGKILLs every process group still registered and exits.
+watchdog SIGKILLs every process group still registered and exits. Standard library only: the
+watchdog runs this file without importing agentgym.
 
 Linux and macOS (POSIX process groups); on other systems ``Reaper.watch`` does nothing.
 """
