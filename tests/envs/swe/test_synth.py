@@ -379,6 +379,41 @@ def test_a_bug_whose_fix_the_grader_would_flag_is_dropped(tmp_path: Path) -> Non
     assert result.tasks == []
 
 
+CRASH_TEST = """import faulthandler
+
+from pkg.m import f
+
+
+def test_f():
+    assert f(1) == 2
+
+
+def test_g():
+    assert f(0) >= 0
+
+
+def test_native_crash():
+    faulthandler._sigsegv()  # a test of native code that crashes the interpreter
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_suite_that_dies_before_the_canary_gives_no_task(tmp_path: Path) -> None:
+    # more-itertools' threaded tests exhausted the sandbox's memory and pytest died before it
+    # reported the grader's always-failing canary; the grader rightly calls that tampering (the
+    # agent's code could do it on purpose), so every gold patch scored 0.
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "def f(x):\n    return x + 1\n",
+        "tests/test_m.py": CRASH_TEST,
+    }
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", max_candidates=3, workers=1, progress=None)
+    assert result.stable_tests == 2
+    assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
+    assert result.tasks == []
+
+
 @pytest.mark.usefixtures("local_only")
 def test_a_suite_whose_addopts_say_verbose_is_collected(tmp_path: Path) -> None:
     # tabulate's pyproject.toml has addopts = "-v": it cancelled collection's -q, and pytest
