@@ -253,6 +253,32 @@ def test_resume_skips_candidates_already_validated(synthesized: tuple[Path, Any]
     assert again.tasks == result.tasks
 
 
+# ~10 s on 2 busy cores: the first 8 of the fixture's 16 candidates again, on the whole suite.
+def test_selected_test_files_give_the_whole_suites_verdicts(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    # The fixture ran only the test files whose tests ran each mutated function; the whole
+    # suite, for the same candidates, must give the same verdicts and FAIL_TO_PASS tests.
+    root, _ = synthesized
+    full = synthesize(
+        root / "textops", tmp_path, max_candidates=8, workers=2, seed=3, full_suite=True,
+        progress=None,
+    )  # fmt: skip
+
+    def records(out: Path) -> dict[str, dict[str, Any]]:
+        lines = (out / "candidates.jsonl").read_text().splitlines()
+        return {r["key"]: r for r in map(json.loads, lines)}
+
+    selected, whole = records(root / "out"), records(tmp_path)
+    assert len(whole) == full.candidates == 8
+    assert {r["verdict"] for r in whole.values()} >= {"valid", "no_failing_test"}
+    for key, record in whole.items():
+        assert "files" not in record
+        assert len(selected[key]["files"]) == 1  # of the suite's two test files
+        assert selected[key]["verdict"] == record["verdict"], key
+        assert selected[key]["FAIL_TO_PASS"] == record["FAIL_TO_PASS"], key
+
+
 # ~11 s on 2 cores: two gradings for each of the 7 tasks.
 def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, Any]) -> None:
     root, _ = synthesized
