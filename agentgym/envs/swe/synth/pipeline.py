@@ -9,13 +9,12 @@
 3. Each candidate runs the suite in a sandbox: only the test files whose tests ran the mutated
    function in a traced clean run (``select``: the other tests run the same code with the bug
    as without it), or the whole suite with ``full_suite`` or where that argument does not hold.
-   Valid when no test file fails to collect, the
-   run ends in time, at least one stable test fails (``FAIL_TO_PASS``) and one still passes
-   (``PASS_TO_PASS``), and the clean code, run again, passes every ``FAIL_TO_PASS`` test. A bug
-   that fails more than ``max_fail_fraction`` of the suite (the package no longer imports) is
-   rejected as trivial; one with the same file, function and failing tests as an earlier one
-   as a duplicate. ``combine`` > 1 also tries bugs of 2 or 3 functions of one file together
-   (validated the same way).
+   Valid when no test file fails to collect, the run ends in time, at least one stable test
+   fails (``FAIL_TO_PASS``) and one still passes (``PASS_TO_PASS``), and the clean code, run
+   again, passes every ``FAIL_TO_PASS`` test. A bug that fails more than ``max_fail_fraction``
+   of the suite (the package no longer imports) is rejected as trivial; one with the same file,
+   function and failing tests as an earlier one as a duplicate. ``combine`` > 1 also tries bugs
+   of 2 or 3 functions of one file together (validated the same way).
 4. Each valid bug becomes a task (``package``): a bundle of a one-commit repository of the
    buggy tree, the gold patch, and a bug report written from the failing tests
    (``statements``), in ``tasks.jsonl``, ``train.jsonl`` and ``test.jsonl`` (split by source

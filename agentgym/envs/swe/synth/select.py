@@ -12,7 +12,8 @@ fixture), or a trace that lost sight of calls (a test replaced the profile funct
 
 What a trace cannot see: code run in other processes (a test that starts Python), and tests
 whose outcome depends on what tests of another file left behind (order dependence across
-files); both would make a selected run and the whole suite disagree.
+files); both would make a selected run and the whole suite disagree, and so would a bug that
+slows the suite past its timeout only when every file runs.
 """
 
 from __future__ import annotations
