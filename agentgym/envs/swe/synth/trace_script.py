@@ -3,11 +3,11 @@
 Only ``agentgym.envs.swe.synth.select`` touches this module on the host: it ships the source
 into the sandbox. It needs the standard library and pytest, and runs on the sandbox's Python.
 
-pytest runs the test files with a profile function (``sys.setprofile``, and
-``threading.setprofile`` for threads the tests start) that notes the code object of every
-Python function a frame starts to run. Each is put under the test file whose test was running
-(its setup, call and teardown), or under ``""`` when no test was: collection and imports, and
-session- or package-scoped fixtures, whose values later tests of any file share. OUT gets
+pytest runs the test files with a profile function (``sys.setprofile``) that notes the code
+object of every Python function a frame starts to run. Each is put under the test file whose
+test was running (its setup, call and teardown), or under ``""`` when no test was: collection
+and imports, session- or package-scoped fixtures (whose values later tests of any file share),
+and every thread the tests start (``threading.setprofile``: a thread can outlive its test). OUT gets
 ``{"files": {test file: ["path:first line:name", ...]}, "complete": bool}`` for the functions of
 files under the repository; ``complete`` is false when a test replaced the profile function
 (calls after it went unseen).
@@ -37,8 +37,14 @@ class Tracer:
         if event == "call":
             self.current.add(frame.f_code)  # type: ignore[attr-defined]
 
+    def profile_thread(self, frame: object, event: str, arg: object) -> None:
+        # A thread may outlive its test, or run while another file's test does: its calls
+        # belong to no one test file.
+        if event == "call":
+            self.calls[OUTSIDE].add(frame.f_code)  # type: ignore[attr-defined]
+
     def start(self) -> None:
-        threading.setprofile(self.profile)
+        threading.setprofile(self.profile_thread)
         sys.setprofile(self.profile)
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
