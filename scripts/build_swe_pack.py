@@ -114,18 +114,31 @@ UPSTREAMS = {
             "MIT",
             "LICENSE",
             (".github", ".readthedocs.yaml", "docs", "requirements", "Makefile"),
-            # The six slowest tests (26 s of its 45 s suite) are left out of synthesis.
-            "pytest tests"
-            + "".join(
-                f" --deselect tests/{test}"
-                for test in (
-                    "test_recipes.py::PrimeFunctionTests::test_primes",
-                    "test_recipes.py::PrimeFunctionTests::test_nth_prime_approximate",
-                    "test_more.py::DiscreteFourierTransformTests::test_roundtrip",
-                    "test_more.py::TestConcurrentTee::test_concurrent_consumers",
-                    "test_more.py::ExtractTests::test_all_orderings",
-                    "test_more.py::TestSerialize::test_concurrent_calls",
-                )
+            "pytest tests",
+            # Left out through its pytest configuration, so that grading leaves them out too
+            # (the grader runs whole test files): the slowest tests (26 s of its 45 s suite),
+            # and three that start 10 to 100 threads, whose stacks overrun the sandbox's address
+            # space; the MemoryErrors that followed failed every later test, and pytest's own
+            # report of the grader's canary, so that gold patches scored 0 (tampering).
+            edits=(
+                (
+                    "pyproject.toml",
+                    "[tool.ruff]\n",
+                    "[tool.pytest.ini_options]\naddopts = [\n"
+                    + "".join(
+                        f'    "--deselect=tests/{test}",\n'
+                        for test in (
+                            "test_recipes.py::PrimeFunctionTests::test_primes",
+                            "test_recipes.py::PrimeFunctionTests::test_nth_prime_approximate",
+                            "test_more.py::DiscreteFourierTransformTests::test_roundtrip",
+                            "test_more.py::ExtractTests::test_all_orderings",
+                            "test_more.py::TestSerialize::test_concurrent_calls",
+                            "test_more.py::TestSynchronized::test_concurrent_calls",
+                            "test_more.py::TestConcurrentTee::test_concurrent_consumers",
+                        )
+                    )
+                    + "]\n\n[tool.ruff]\n",
+                ),
             ),
         ),
         Upstream(

@@ -253,6 +253,32 @@ def test_resume_skips_candidates_already_validated(synthesized: tuple[Path, Any]
     assert again.tasks == result.tasks
 
 
+# ~10 s on 2 busy cores: the first 8 of the fixture's 16 candidates again, on the whole suite.
+def test_selected_test_files_give_the_whole_suites_verdicts(
+    synthesized: tuple[Path, Any], tmp_path: Path
+) -> None:
+    # The fixture ran only the test files whose tests ran each mutated function; the whole
+    # suite, for the same candidates, must give the same verdicts and FAIL_TO_PASS tests.
+    root, _ = synthesized
+    full = synthesize(
+        root / "textops", tmp_path, max_candidates=8, workers=2, seed=3, full_suite=True,
+        progress=None,
+    )  # fmt: skip
+
+    def records(out: Path) -> dict[str, dict[str, Any]]:
+        lines = (out / "candidates.jsonl").read_text().splitlines()
+        return {r["key"]: r for r in map(json.loads, lines)}
+
+    selected, whole = records(root / "out"), records(tmp_path)
+    assert len(whole) == full.candidates == 8
+    assert {r["verdict"] for r in whole.values()} >= {"valid", "no_failing_test"}
+    for key, record in whole.items():
+        assert "files" not in record
+        assert len(selected[key]["files"]) == 1  # of the suite's two test files
+        assert selected[key]["verdict"] == record["verdict"], key
+        assert selected[key]["FAIL_TO_PASS"] == record["FAIL_TO_PASS"], key
+
+
 # ~11 s on 2 cores: two gradings for each of the 7 tasks.
 def test_gold_scores_1_and_no_change_0_through_swe_v0(synthesized: tuple[Path, Any]) -> None:
     root, _ = synthesized
@@ -333,7 +359,8 @@ def test_cli_prints_the_summary(
     out = tmp_path / "out"
     shutil.copytree(root / "out", out)  # resumed: nothing is run again
     argv = ["swe", "synth", str(root / "textops"), "--out", str(out), "--seed", "3"]
-    code = main([*argv, "--max-candidates", "16", "--workers", "1", "--quiet"])
+    # --full-suite: the verdicts of the selected runs stand (the same, by construction)
+    code = main([*argv, "--max-candidates", "16", "--workers", "1", "--quiet", "--full-suite"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["tasks"] == result.valid
@@ -375,6 +402,41 @@ def test_a_bug_whose_fix_the_grader_would_flag_is_dropped(tmp_path: Path) -> Non
     files = {"pkg/__init__.py": "", "pkg/hooks.py": HOOK, "tests/test_hooks.py": HOOK_TEST}
     repo = _commit(tmp_path / "r", files)
     result = synthesize(repo, tmp_path / "out", workers=1, progress=None)
+    assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
+    assert result.tasks == []
+
+
+CRASH_TEST = """import faulthandler
+
+from pkg.m import f
+
+
+def test_f():
+    assert f(1) == 2
+
+
+def test_g():
+    assert f(0) >= 0
+
+
+def test_native_crash():
+    faulthandler._sigsegv()  # a test of native code that crashes the interpreter
+"""
+
+
+@pytest.mark.usefixtures("local_only")
+def test_a_suite_that_dies_before_the_canary_gives_no_task(tmp_path: Path) -> None:
+    # more-itertools' threaded tests exhausted the sandbox's memory and pytest died before it
+    # reported the grader's always-failing canary; the grader rightly calls that tampering (the
+    # agent's code could do it on purpose), so every gold patch scored 0.
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": "def f(x):\n    return x + 1\n",
+        "tests/test_m.py": CRASH_TEST,
+    }
+    repo = _commit(tmp_path / "r", files)
+    result = synthesize(repo, tmp_path / "out", max_candidates=3, workers=1, progress=None)
+    assert result.stable_tests == 2
     assert result.verdicts.get("grader_flags_fix", 0) >= 1, result.verdicts
     assert result.tasks == []
 

@@ -68,6 +68,12 @@ def add_swe_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "bwrap", "none"),
         help="'none' runs the repository's code unisolated (only for code you trust)",
     )
+    synth.add_argument(
+        "--full-suite",
+        action="store_true",
+        help="run every stable test for every candidate (default: only the test files whose "
+        "tests ran the mutated function on the clean code; the same verdicts, faster)",
+    )
     synth.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     export = subparsers.add_parser(
         "export-sft",
@@ -113,6 +119,7 @@ def run_swe(args: argparse.Namespace) -> int:
             test_fraction=args.test_fraction,
             sources=args.source,
             isolation=args.isolation,
+            full_suite=args.full_suite,
             progress=None if args.quiet else sys.stderr,
         )
     except ConfigError as e:

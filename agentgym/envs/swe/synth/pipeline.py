@@ -6,13 +6,15 @@
 2. Bugs are injected one at a time into the functions and methods of the package's source
    files (not tests, not ``setup.py`` / ``conftest.py``): ``mutate.mutations``, picked with
    ``seed``.
-3. Each candidate runs the suite in a sandbox. Valid when no test file fails to collect, the
-   run ends in time, at least one stable test fails (``FAIL_TO_PASS``) and one still passes
-   (``PASS_TO_PASS``), and the clean code, run again, passes every ``FAIL_TO_PASS`` test. A bug
-   that fails more than ``max_fail_fraction`` of the suite (the package no longer imports) is
-   rejected as trivial; one with the same file, function and failing tests as an earlier one
-   as a duplicate. ``combine`` > 1 also tries bugs of 2 or 3 functions of one file together
-   (validated the same way).
+3. Each candidate runs the suite in a sandbox: only the test files whose tests ran the mutated
+   function in a traced clean run (``select``: the other tests run the same code with the bug
+   as without it), or the whole suite with ``full_suite`` or where that argument does not hold.
+   Valid when no test file fails to collect, the run ends in time, at least one stable test
+   fails (``FAIL_TO_PASS``) and one still passes (``PASS_TO_PASS``), and the clean code, run
+   again, passes every ``FAIL_TO_PASS`` test. A bug that fails more than ``max_fail_fraction``
+   of the suite (the package no longer imports) is rejected as trivial; one with the same file,
+   function and failing tests as an earlier one as a duplicate. ``combine`` > 1 also tries bugs
+   of 2 or 3 functions of one file together (validated the same way).
 4. Each valid bug becomes a task (``package``): a bundle of a one-commit repository of the
    buggy tree, the gold patch, and a bug report written from the failing tests
    (``statements``), in ``tasks.jsonl``, ``train.jsonl`` and ``test.jsonl`` (split by source
@@ -45,6 +47,7 @@ from agentgym.envs.swe.instances import SWEInstance
 from agentgym.envs.swe.repo import git as host_git
 from agentgym.envs.swe.synth.mutate import Mutation, apply_edits, mutations, pick
 from agentgym.envs.swe.synth.package import build_task_repo, export_tree, split_by_file
+from agentgym.envs.swe.synth.select import Trace, trace_suite
 from agentgym.envs.swe.synth.statements import problem_statement
 from agentgym.envs.swe.synth.suite import (
     SuiteRun,
@@ -109,6 +112,7 @@ def synthesize(
     max_fail_fraction: float = 0.5,
     sources: list[str] | None = None,
     isolation: str = "auto",
+    full_suite: bool = False,
     progress: TextIO | None = sys.stderr,
 ) -> SynthResult:
     """Synthesize validated SWE-v0 tasks from the git repository ``repo`` into folder ``out``.
@@ -130,6 +134,8 @@ def synthesize(
             tracked ``.py`` file outside test, doc and example folders).
         isolation: the local backend's ``isolation`` (``"none"`` runs the repository's code
             unisolated: only when you ask for it by name).
+        full_suite: run every stable test for every candidate, instead of the test files
+            that ran the mutated function (the same verdicts, slower).
         progress: where progress lines go (``None``: nowhere).
 
     Raises ``ConfigError`` naming the fix for a bad argument, a path that is not a git
@@ -147,6 +153,7 @@ def synthesize(
     out.mkdir(parents=True, exist_ok=True)
     n = workers or min(8, os.cpu_count() or 1)
     job = _Job(root, out, args, seed, timeout, max_fail_fraction, progress)
+    job.full_suite = full_suite
     return run_sync(job.run(n, max_candidates, combine, test_fraction, sources, isolation))
 
 
@@ -214,6 +221,9 @@ class _Baseline:
     args: list[str]
     stable: list[str]
     left_out: dict[str, str]
+    traced: bool = False
+    trace: dict[str, list[str]] | None = None
+    """``select.Trace.files`` of a traced clean run; ``None`` when it could not be used."""
 
 
 class _Job:
@@ -235,6 +245,8 @@ class _Job:
         self.sources: dict[str, str] = {}
         self.started = time.monotonic()
         self._lock = asyncio.Lock()
+        self.full_suite = False
+        self.trace: Trace | None = None
 
     # -- progress and state ---------------------------------------------------------------
 
@@ -289,6 +301,8 @@ class _Job:
             for sandbox in sandboxes:
                 await install_runner(sandbox)
             baseline = await self.baseline(sandboxes)
+            if not self.full_suite:
+                self.trace = await self.traced(sandboxes[0], baseline)
             self.load_state()
             singles = self.candidates(max_candidates, sources)
             self.say(
@@ -355,6 +369,20 @@ class _Job:
         result = _Baseline(self.commit, self.args, stable, left_out)
         path.write_text(json.dumps(asdict(result)), encoding="utf-8")
         return result
+
+    async def traced(self, sandbox: Sandbox, baseline: _Baseline) -> Trace | None:
+        """The trace of which test files ran which functions (made once, kept in the
+        baseline's file)."""
+        if not baseline.traced:
+            self.say("tracing which test files run which functions")
+            trace = await trace_suite(sandbox, baseline.stable, 3 * self.timeout)
+            await reset_repo(sandbox)
+            baseline.traced, baseline.trace = True, trace.files if trace else None
+            path = self.out / BASELINE_FILE
+            path.write_text(json.dumps(asdict(baseline)), encoding="utf-8")
+            if trace is None:
+                self.say("the trace could not be used: every candidate runs the whole suite")
+        return Trace(baseline.trace) if baseline.trace is not None else None
 
     async def clean_run(self, sandbox: Sandbox, tests: list[str]) -> SuiteRun:
         run = await run_suite(sandbox, tests, self.timeout)
@@ -457,12 +485,13 @@ class _Job:
             "messages": {},
         }
         buggy = apply_edits(self.sources[path], group)
-        try:
-            await sandbox.write_file(f"repo/{path}", buggy)
-            run = await run_suite(sandbox, baseline.stable, self.timeout, [path])
-        finally:
-            await reset_repo(sandbox)
-        failing = [t for t in baseline.stable if not run.passed(t)]
+        tests = baseline.stable
+        files = None if self.trace is None else self.trace.files_for(group, self.sources)
+        if files is not None:  # the other stable tests run the same code: they pass
+            record["files"] = files
+            tests = [t for t in tests if t.split("::", 1)[0] in set(files)]
+        run = await self.buggy_run(sandbox, path, buggy, tests)
+        failing = [t for t in tests if not run.passed(t)]
         if run.error or run.collect_errors:
             verdict = "collection_error"
         elif run.timed_out:
@@ -490,6 +519,17 @@ class _Job:
             record["FAIL_TO_PASS"] = failing
             record["messages"] = {t: messages.get(t, "") for t in failing}
         return record
+
+    async def buggy_run(
+        self, sandbox: Sandbox, path: str, buggy: str, tests: list[str]
+    ) -> SuiteRun:
+        if not tests:
+            return SuiteRun()  # no test runs the function: none can fail
+        try:
+            await sandbox.write_file(f"repo/{path}", buggy)
+            return await run_suite(sandbox, tests, self.timeout, [path])
+        finally:
+            await reset_repo(sandbox)
 
     # -- the tasks ------------------------------------------------------------------------
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 
 from agentgym.envs.swe.backends.base import REPO_DIR
 from agentgym.envs.swe.grader import GRADER_DIR, VERDICT_BYTES, outcomes_of
-from agentgym.envs.swe.runner import RUNNER_FILES, make_canary, read_verdict, request
+from agentgym.envs.swe.runner import (
+    RUNNER_FILES,
+    canary_problems,
+    make_canary,
+    read_verdict,
+    request,
+)
 from agentgym.sandbox import Limits, Sandbox
 
 __all__ = ["SuiteRun", "collect", "failure_messages", "install_runner", "reset_repo", "run_suite"]
@@ -36,7 +42,8 @@ class SuiteRun:
     test that never ran is absent."""
     collect_errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    """What the runner judged tampering (the grader scores such a run 0)."""
+    """What the runner, or the canary's outcome, judged tampering (the grader scores such a
+    run 0)."""
     timed_out: bool = False
     output: str = ""
     error: str | None = None
@@ -115,10 +122,16 @@ async def run_suite(
         why = verdict.get("error") or f"the test runner gave no verdict: {output[-1500:]}"
         return SuiteRun(timed_out=run.timed_out, output=output, error=str(why))
     outcomes = outcomes_of(verdict.get("records", []))
+    # As the grader judges the canary: a run that stops before reporting it (a test that kills
+    # the interpreter or exhausts its memory) scores a gold patch 0 there, so it is flagged.
+    passed = all(outcomes.get(t) == "passed" for t in tests)
     return SuiteRun(
         outcomes={t: outcomes[t] for t in tests if t in outcomes},
         collect_errors=[f for f in files if outcomes.get(f) == "error"],
-        problems=[str(p) for p in verdict.get("problems", [])],
+        problems=[
+            *(str(p) for p in verdict.get("problems", [])),
+            *canary_problems(canary, outcomes, passed),
+        ],
         timed_out=bool(run.timed_out or verdict.get("timed_out")),
         output=output,
     )
