@@ -496,6 +496,12 @@ class _Job:
             verdict = "collection_error"
         elif run.timed_out:
             verdict = "timeout"
+        elif run.problems:
+            # The bug itself trips the grader's tamper checks (toolz: a broken _get_factory left
+            # tlz's import hook half made): leaving it, or fixing it partly, would be graded as
+            # tampering rather than as failing tests.
+            verdict = "grader_flags_bug"
+            record["problems"] = run.problems[:5]
         elif not failing:
             verdict = "no_failing_test"
         elif len(failing) == len(baseline.stable):
