@@ -19,6 +19,7 @@ Steps (run from the repository root; every step is resumable and deterministic):
         --max-candidates 400 --workers 1
     # 3. write tasks.bundle, tasks.jsonl.gz, build.json and NOTICE into the pack
     python scripts/build_swe_pack.py pack --work ~/swe-pack-work
+    #    (--drop-failed verify.json leaves out the tasks a verify report failed; build.json says why)
     # 4. grade every task's gold patch (must score 1) and the empty patch (must score 0)
     python scripts/build_swe_pack.py verify --report verify.json
     # 5. the figures as a Markdown table (docs/envs.md)
@@ -301,13 +302,18 @@ def _tried(out: Path) -> int:
 # -- 3. pack ----------------------------------------------------------------------------------
 
 
-def pack(name: str, work: Path) -> dict[str, Any] | None:
+def pack(name: str, work: Path, drop: dict[str, str] | None = None) -> dict[str, Any] | None:
     """Write ``name``'s ``tasks.bundle``, ``tasks.jsonl.gz`` and ``build.json`` from the work
-    folder; ``None`` when it holds no synthesis output."""
+    folder, leaving out the tasks in ``drop`` (task id -> why, recorded in ``build.json``);
+    ``None`` when it holds no synthesis output."""
     spec, out = UPSTREAMS[name], work / name / "out"
     if not (out / "tasks.jsonl").is_file() or not (PACK / name / "source.bundle").is_file():
         return None
     tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines() if line]
+    dropped = {
+        t["instance_id"]: drop[t["instance_id"]] for t in tasks if t["instance_id"] in (drop or {})
+    }
+    tasks = [t for t in tasks if t["instance_id"] not in dropped]
     tasks.sort(key=lambda task: task["instance_id"])
     folder = PACK / name
     with tempfile.TemporaryDirectory(prefix="swe-pack-") as tmp:
@@ -338,6 +344,8 @@ def pack(name: str, work: Path) -> dict[str, Any] | None:
     ):
         f.write(text.encode("utf-8"))
     build = _build_record(name, work, records)
+    if dropped:
+        build["dropped_by_verify"] = dict(sorted(dropped.items()))
     (folder / "build.json").write_text(json.dumps(build, indent=2) + "\n", encoding="utf-8")
     return build
 
@@ -482,6 +490,14 @@ def main(argv: list[str] | None = None) -> int:
     pk = sub.add_parser("pack", help="write the pack's files from the work folder")
     pk.add_argument("names", nargs="*", help="repositories (default: all)")
     pk.add_argument("--work", type=Path, required=True)
+    pk.add_argument(
+        "--drop-failed",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="REPORT",
+        help="a verify --report: leave its failed tasks out (recorded in build.json; repeatable)",
+    )
     ver = sub.add_parser("verify", help="gold scores 1, no change 0, through SWE-Pack-v0")
     ver.add_argument("names", nargs="*", help="repositories (default: all)")
     ver.add_argument("--sample", type=int, default=None, help="check only this many tasks")
@@ -497,8 +513,14 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown repository {name!r}; choose from {sorted(UPSTREAMS)}")
             synth(name, args.work.expanduser(), args.max_candidates, args.workers, args.timeout)
     elif args.step == "pack":
+        drop = {
+            check["task_id"]: "; ".join(check["problems"])
+            for report in args.drop_failed
+            for check in json.loads(report.read_text())["checks"]
+            if check["problems"]
+        }
         for name in args.names or sorted(UPSTREAMS):
-            build = pack(name, args.work.expanduser())
+            build = pack(name, args.work.expanduser(), drop)
             if build:
                 keys = ("candidates", "valid", "validity_rate", "synthesis_seconds")
                 print(name, json.dumps({k: build[k] for k in keys}), file=sys.stderr)
