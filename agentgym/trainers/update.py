@@ -247,6 +247,8 @@ def _skipped(
         "optimizer_steps": 0.0,
         "kl_stopped": 0.0,
         "skipped_update": 1.0,
+        "grad_norm": 0.0,
+        "grad_norm_max": 0.0,
         "lr": inputs.backend.learning_rate(),
         "sampled_tokens": 0.0,
         "masked_episodes": float(masked),

@@ -80,9 +80,11 @@ def test_the_recipe_trains_the_tiny_policy_on_swe_tasks_in_the_local_sandbox(
         assert row["masked_episodes"] == 2
         assert row["sampled_tokens"] == 0
         assert row["grad_norm"] == 0
-    # the checkpoints hold the policy as it started (no gradient ever reached it)
+        assert row["skipped_update"] == 1  # no optimizer step on an all-masked batch
+        assert row["optimizer_steps"] == 0
+    # the checkpoints hold the policy as it started (no optimizer step ever ran)
     model, _ = models.load()  # the shipped format-only weights the run starts from (init)
     start = model.state_dict()
     saved = load_file(out / "checkpoints" / "step-00000002" / "model.safetensors")
     assert saved.keys() <= start.keys()
-    assert all((saved[k] - start[k]).abs().max() < 1e-6 for k in saved)
+    assert all(torch.equal(saved[k], start[k]) for k in saved)
