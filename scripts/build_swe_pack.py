@@ -19,7 +19,7 @@ Steps (run from the repository root; every step is resumable and deterministic):
         --max-candidates 400 --workers 1
     # 3. write tasks.bundle, tasks.jsonl.gz, build.json and NOTICE into the pack
     python scripts/build_swe_pack.py pack --work ~/swe-pack-work
-    #    (--drop-failed verify.json leaves out the tasks a verify report failed; build.json says why)
+    #    (--drop-failed verify.json: leave out what a verify report failed; build.json says why)
     # 4. grade every task's gold patch (must score 1) and the empty patch (must score 0)
     python scripts/build_swe_pack.py verify --report verify.json
     # 5. the figures as a Markdown table (docs/envs.md)

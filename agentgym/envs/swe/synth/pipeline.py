@@ -492,25 +492,10 @@ class _Job:
             tests = [t for t in tests if t.split("::", 1)[0] in set(files)]
         run = await self.buggy_run(sandbox, path, buggy, tests)
         failing = [t for t in tests if not run.passed(t)]
-        if run.error or run.collect_errors:
-            verdict = "collection_error"
-        elif run.timed_out:
-            verdict = "timeout"
-        elif run.problems:
-            # The bug itself trips the grader's tamper checks (toolz: a broken _get_factory left
-            # tlz's import hook half made): leaving it, or fixing it partly, would be graded as
-            # tampering rather than as failing tests.
-            verdict = "grader_flags_bug"
+        verdict = self.buggy_verdict(run, failing, len(baseline.stable))
+        if verdict == "grader_flags_bug":
             record["problems"] = run.problems[:5]
-        elif not failing:
-            verdict = "no_failing_test"
-        elif len(failing) == len(baseline.stable):
-            verdict = "no_passing_test"
-        elif len(failing) > self.max_fail_fraction * len(baseline.stable):
-            verdict = "trivial"
-        elif len(failing) > MAX_GRADED:
-            verdict = "too_many_failing"
-        else:
+        if verdict is None:
             # As grading the gold patch sees it: the file counts as changed.
             fix = _fix_lines(path, buggy, self.sources[path])
             restored = await run_suite(sandbox, failing, self.timeout, [path], lines=fix)
@@ -525,6 +510,27 @@ class _Job:
             record["FAIL_TO_PASS"] = failing
             record["messages"] = {t: messages.get(t, "") for t in failing}
         return record
+
+    def buggy_verdict(self, run: SuiteRun, failing: list[str], stable: int) -> str | None:
+        """Why the buggy tree's ``run`` makes no task; None when the fix is to be tried."""
+        if run.error or run.collect_errors:
+            return "collection_error"
+        if run.timed_out:
+            return "timeout"
+        if run.problems:
+            # The bug itself trips the grader's tamper checks (toolz: a broken _get_factory left
+            # tlz's import hook half made): leaving it, or fixing it partly, would be graded as
+            # tampering rather than as failing tests.
+            return "grader_flags_bug"
+        if not failing:
+            return "no_failing_test"
+        if len(failing) == stable:
+            return "no_passing_test"
+        if len(failing) > self.max_fail_fraction * stable:
+            return "trivial"
+        if len(failing) > MAX_GRADED:
+            return "too_many_failing"
+        return None
 
     async def buggy_run(
         self, sandbox: Sandbox, path: str, buggy: str, tests: list[str]
