@@ -26,6 +26,8 @@ def test_it_refuses_without_a_gpu(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # ~150 CPU-s, one thread: 151 s alone on 2 cores, 304 s in CI's busy tail
+@pytest.mark.timeout(1500)  # a hang catcher, as the subprocess's own: not the 300 s default
 def test_every_section_runs_at_toy_size_on_the_cpu(tmp_path):
     out = tmp_path / "g.json"
     command = [sys.executable, str(SCRIPT), "--allow-cpu", "--tiny", "--out", str(out)]
